@@ -1,0 +1,111 @@
+"""Output records: context events (spec 5.3), client SSE events (spec 6.4), master actions, dead letters.
+
+Every event has a stable `event_id` derived from what caused it, so a consumer that sees it twice can drop the repeat.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter, model_validator
+
+from schemas.base import Count, Flag, Id, IdList, LongText, Name, Percent, Record, ShortText, Timestamp
+from schemas.enums import ClientEventType, ContextBudgetLevel, ContextEventType, MasterAction
+from schemas.views import ContextBudgetIndicator, WrapUpChecklist
+
+
+class ContextEvent(Record):
+    """A record on `context-events` [thread_id] (spec 5.3)."""
+
+    event_id: Id
+    event_type: ContextEventType
+    thread_id: Id
+    project_id: Id
+    occurred_at: Timestamp
+    context_budget_remaining_pct: Percent
+    context_budget_level: ContextBudgetLevel
+    previous_level: ContextBudgetLevel | None = Field(default=None, description="Set on level_changed.")
+    snapshot_id: Id | None = Field(default=None, description="The snapshot that caused it, when one did.")
+    reason: ShortText = ""
+
+    @model_validator(mode="after")
+    def _level_change_has_origin(self) -> ContextEvent:
+        if self.event_type is ContextEventType.LEVEL_CHANGED and self.previous_level is None:
+            raise ValueError("a level_changed event needs previous_level")
+        return self
+
+
+class MasterActionRecord(Record):
+    """A record on `master-actions` [thread_id]: what the master agent must do for a thread, with its checklist."""
+
+    action_id: Id
+    thread_id: Id
+    project_id: Id
+    context_budget_level: ContextBudgetLevel
+    actions: Annotated[list[MasterAction], Field(min_length=1, max_length=len(MasterAction))]
+    checklist: WrapUpChecklist = Field(default_factory=WrapUpChecklist)
+    reason: ShortText = ""
+    issued_at: Timestamp
+
+
+class _ClientEventBase(Record):
+    event_id: Id
+    occurred_at: Timestamp
+    project_id: Id
+
+
+class ConversationContextIndicatorUpdated(_ClientEventBase):
+    event_type: Literal[ClientEventType.CONVERSATION_CONTEXT_INDICATOR_UPDATED] = (
+        ClientEventType.CONVERSATION_CONTEXT_INDICATOR_UPDATED
+    )
+    conversation_id: Id
+    context_budget_indicator: ContextBudgetIndicator
+    context_budget_source_node_id: Id | None = None
+    context_budget_updated_at: Timestamp | None = None
+    must_finish_before_compaction: Flag = False
+
+
+class ProjectContextRiskUpdated(_ClientEventBase):
+    event_type: Literal[ClientEventType.PROJECT_CONTEXT_RISK_UPDATED] = ClientEventType.PROJECT_CONTEXT_RISK_UPDATED
+    next_compaction_risk_thread_id: Id | None = None
+    threads_requiring_handoff: IdList = Field(default_factory=list)
+    master_context_strategy_summary: LongText = ""
+
+
+class ThreadHandoffRequired(_ClientEventBase):
+    event_type: Literal[ClientEventType.THREAD_HANDOFF_REQUIRED] = ClientEventType.THREAD_HANDOFF_REQUIRED
+    thread_id: Id
+    context_budget_level: ContextBudgetLevel
+    reason: ShortText = ""
+
+
+class ThreadHandoffReady(_ClientEventBase):
+    event_type: Literal[ClientEventType.THREAD_HANDOFF_READY] = ClientEventType.THREAD_HANDOFF_READY
+    thread_id: Id
+    handoff_package_id: Id
+
+
+ClientEvent = Annotated[
+    ConversationContextIndicatorUpdated | ProjectContextRiskUpdated | ThreadHandoffRequired | ThreadHandoffReady,
+    Field(discriminator="event_type"),
+]
+"""A record on `client-events`: one server-sent event of spec 6.4 (its `event_type` is the SSE event name)."""
+CLIENT_EVENT_ADAPTER: TypeAdapter[ClientEvent] = TypeAdapter(ClientEvent)
+
+
+class DeadLetter(Record):
+    """A record on `deadletter`: an input that could not be decoded or validated, kept whole with the reason.
+
+    Key and value are the exact bytes received (base64 in JSON), so the record can be inspected and replayed.
+    """
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    source_topic: Name
+    partition: Count
+    offset: Count
+    reason: ShortText = Field(description="Short machine-readable reason, e.g. `invalid_json`, `validation_error`.")
+    detail: LongText = Field(default="", description="Human-readable explanation (the failing fields).")
+    original_key: bytes | None = Field(default=None, description="The record key as received.")
+    original_value: bytes | None = Field(description="The record value as received (null for a tombstone).")
+    received_at: Timestamp

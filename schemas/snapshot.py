@@ -1,0 +1,59 @@
+"""Thread context snapshots (spec 3.2) and the worker report API's request and response (spec 5.2)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from schemas.base import Count, Flag, Id, Percent, Record, Seconds, Timestamp, Version
+from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind
+
+
+class WorkerReportRequest(Record):
+    """Body of `POST /api/v1/workers/{worker_id}/thread-context` (spec 5.2): one thread's budget as a worker sees it."""
+
+    node_id: Id
+    worker_id: Id
+    thread_id: Id
+    project_id: Id
+    task_id: Id | None = Field(default=None, description="The task the thread works on, when it has one.")
+    source_kind: SourceKind
+    context_budget_remaining_pct: Percent = Field(description="Safe room left before compaction, 0..100.")
+    context_budget_level: ContextBudgetLevel = Field(
+        description="The level as the worker classified it. Kept as reported; the engine's own level is authoritative."
+    )
+    compaction_expected_at: Timestamp | None = Field(default=None, description="Forecast instant of next compaction.")
+    must_finish_before_compaction: Flag = False
+    estimated_remaining_turns: Count | None = None
+    estimated_remaining_large_messages: Count | None = None
+    last_compaction_at: Timestamp | None = Field(default=None, description="Absent when the thread never compacted.")
+    compaction_count: Count = 0
+    captured_at: Timestamp
+
+    @model_validator(mode="after")
+    def _compaction_facts_agree(self) -> WorkerReportRequest:
+        if self.last_compaction_at is not None and self.compaction_count == 0:
+            raise ValueError("last_compaction_at is set but compaction_count is 0")
+        if self.last_compaction_at is not None and self.last_compaction_at > self.captured_at:
+            raise ValueError("last_compaction_at is later than captured_at")
+        return self
+
+
+class ThreadContextSnapshot(WorkerReportRequest):
+    """A snapshot on the `snapshots` topic (spec 3.2): the report plus its identity and per-thread version."""
+
+    snapshot_id: Id
+    snapshot_version: Version = Field(
+        description="Monotonic per thread and source; a snapshot not newer than the stored one changes nothing."
+    )
+
+
+class WorkerReportResponse(Record):
+    """Answer of the worker report API (spec 5.2)."""
+
+    accepted: Flag
+    thread_id: Id
+    context_budget_level: ContextBudgetLevel = Field(description="The engine's classification, not the reported one.")
+    next_required_report_in_seconds: Seconds = Field(description="Report cadence of spec 5.1: 30 / 15 / 5 by level.")
+    master_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))]
