@@ -1,0 +1,1 @@
+"""Stream processing: the Faust application, its topics and tables, and the local broker harness."""

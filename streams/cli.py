@@ -1,0 +1,127 @@
+"""`ctxbudget`: the one command line of the project."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from streams.settings import Settings
+
+app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, add_completion=False)
+kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
+app.add_typer(kafka_app, name="kafka")
+
+
+def _local_kafka(settings: Settings):
+    from streams.local_kafka import LocalKafka
+
+    return LocalKafka(settings.resolved_data_dir / "kafka", settings.kafka_version, settings.kafka_cache_dir)
+
+
+@kafka_app.command("fetch")
+def kafka_fetch() -> None:
+    """Resolve the broker's jars from Maven Central into the cache (once; `up` does it too when needed)."""
+    from streams.local_kafka import LocalKafkaError, ensure_jars
+
+    settings = Settings()
+    try:
+        libs = ensure_jars(settings.kafka_version, settings.kafka_cache_dir)
+    except LocalKafkaError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    typer.echo(str(libs))
+
+
+@kafka_app.command("up")
+def kafka_up(port: Annotated[int | None, typer.Option(help="Broker port (default: a free one).")] = None) -> None:
+    """Fetch the jars if needed, start the broker, wait until it answers, print its bootstrap address."""
+    from streams.local_kafka import LocalKafkaError
+
+    try:
+        bootstrap = _local_kafka(Settings()).up(port=port)
+    except LocalKafkaError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    typer.echo(bootstrap)
+
+
+@kafka_app.command("down")
+def kafka_down() -> None:
+    """Stop the local broker (its data stays for the next `up`)."""
+    stopped = _local_kafka(Settings()).down()
+    typer.echo("stopped" if stopped else "not running")
+
+
+@kafka_app.command("status")
+def kafka_status() -> None:
+    """Print the local broker's state as JSON; exit 1 when it is not running."""
+    status = _local_kafka(Settings()).status()
+    typer.echo(status.as_json())
+    if not status.running:
+        raise typer.Exit(1)
+
+
+@app.command()
+def migrate() -> None:
+    """Apply pending ClickHouse migrations (idempotent) to CTXBUDGET_CLICKHOUSE_DSN."""
+    from sinks.clickhouse import connect
+    from sinks.migrations import migrate as apply
+
+    settings = Settings()
+    client = connect(settings.clickhouse_url)
+    try:
+        done = apply(client)
+    finally:
+        client.close()
+    typer.echo("\n".join(f"applied {m.version}: {m.name}" for m in done) or "up to date")
+
+
+@app.command()
+def run() -> None:
+    """Run the pipeline on embedded defaults: local Kafka (unless configured), topics, ClickHouse migrations, worker.
+
+    Runs until interrupted. A local broker this command started is stopped again on exit.
+    """
+    from streams.local_kafka import LocalKafka
+
+    settings = Settings()
+    started: LocalKafka | None = None
+    if not settings.kafka_bootstrap_servers:
+        local = _local_kafka(settings)
+        if local.pid() is None:
+            started = local
+        settings = settings.model_copy(update={"kafka_bootstrap_servers": local.up()})
+    try:
+        _run_worker(settings)
+    finally:
+        if started is not None:
+            started.down()
+
+
+def _run_worker(settings: Settings) -> None:
+    import faust
+
+    from sinks.clickhouse import connect
+    from sinks.migrations import migrate as apply
+    from streams.app import create_app
+    from streams.topics import ensure_topics_sync
+
+    created = ensure_topics_sync(settings)
+    client = connect(settings.clickhouse_url)
+    applied = apply(client)
+    typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
+    typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
+    worker = faust.Worker(create_app(settings), loglevel="WARN", quiet=True, override_logging=False)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            raise
+    finally:
+        client.close()
+
+
+def main() -> None:
+    sys.exit(app())

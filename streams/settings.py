@@ -1,0 +1,53 @@
+"""The one settings object of the pipeline, read from `CTXBUDGET_*` environment variables (or a `.env` file).
+
+Every process (worker, sinks, CLI, API) builds its configuration from here, so a value means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_KAFKA_VERSION = "4.1.1"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CTXBUDGET_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path("var"),
+        description="Local state: the embedded broker's log dirs, the chdb database, Faust table stores.",
+    )
+    kafka_bootstrap_servers: str | None = Field(
+        default=None,
+        description="host:port[,host:port]. Unset: the local Apache Kafka under data_dir (`ctxbudget kafka up`).",
+    )
+    kafka_version: str = Field(default=DEFAULT_KAFKA_VERSION, description="Apache Kafka release for the local broker.")
+    kafka_cache_dir: Path = Field(
+        default=Path.home() / ".cache" / "ctxbudget",
+        description="Where the local broker's jars are resolved to (outside git).",
+    )
+    clickhouse_dsn: str | None = Field(
+        default=None,
+        description="clickhouse-connect DSN. Unset: embedded chdb at chdb:///<data_dir>/clickhouse. "
+        "A server: http://user:pass@host:8123/db",
+    )
+    topic_prefix: str = Field(default="ctx.", description="Prefix of every topic name of the topology.")
+    topic_partitions: int = Field(default=4, ge=1, le=1024, description="Partitions of every input/output topic.")
+    topic_replication_factor: int = Field(default=1, ge=1, le=16)
+    app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
+
+    @cached_property
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir.expanduser().resolve()
+
+    @property
+    def clickhouse_url(self) -> str:
+        return self.clickhouse_dsn or f"chdb://{self.resolved_data_dir / 'clickhouse'}"
+
+    def topic(self, name: str) -> str:
+        """The full topic name of a topology topic (`snapshots` -> `ctx.snapshots`)."""
+        return f"{self.topic_prefix}{name}"

@@ -1,0 +1,85 @@
+"""Every topic of the topology, declared once with its key, partitions and cleanup policy, and created idempotently.
+
+Auto-creation is off on our brokers: a topic exists because it is declared here. Latest-state topics are compacted (a
+reader needs only the newest record per key); event topics keep a time window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+from streams.settings import Settings
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    key: str
+    compacted: bool
+    doc: str
+    retention_ms: int = WEEK_MS
+
+    def configs(self) -> dict[str, str]:
+        if self.compacted:
+            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(3600 * 1000)}
+        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    # inputs
+    TopicSpec("snapshots", "thread_id", False, "ThreadContextSnapshot from workers and the estimator"),
+    TopicSpec("session-events", "thread_id", False, "SessionEvent union from workers"),
+    TopicSpec("handoff-packages", "from_thread_id", False, "HandoffPackage versions"),
+    TopicSpec("policies", "project_id (* = default)", True, "ThresholdPolicy per project"),
+    TopicSpec("alert-commands", "alert_id", False, "AlertCommand (ack)"),
+    TopicSpec("conversations", "conversation_id", True, "Conversation registry"),
+    # outputs
+    TopicSpec("thread-state", "thread_id", True, "latest derived state of each thread"),
+    TopicSpec("context-events", "thread_id", False, "ContextEvent (spec 5.3)"),
+    TopicSpec("alerts", "alert_id", False, "ContextAlert transitions (spec 3.4)"),
+    TopicSpec("master-actions", "thread_id", False, "MasterActionRecord"),
+    TopicSpec("client-events", "project_id", False, "ClientEvent: the SSE events of spec 6.4"),
+    TopicSpec("project-risk", "project_id", True, "ProjectDetail per project (spec 6.2)"),
+    TopicSpec("conversation-indicators", "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
+    TopicSpec(
+        "deadletter", "source key", False, "DeadLetter: invalid input with reason and original bytes", 30 * WEEK_MS
+    ),
+)
+
+
+async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec] = TOPICS) -> list[str]:
+    """Create the declared topics that do not exist yet; return the names created (empty when all existed)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(
+                settings.topic(spec.name),
+                num_partitions=settings.topic_partitions,
+                replication_factor=settings.topic_replication_factor,
+                topic_configs=spec.configs(),
+            )
+            for spec in specs
+            if settings.topic(spec.name) not in existing
+        ]
+        if wanted:
+            response = await admin.create_topics(wanted)
+            for topic, code, *message in response.topic_errors:
+                # Another process creating the same topic at the same moment is fine: the topic exists.
+                if code and for_code(code) is not TopicAlreadyExistsError:
+                    raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+        return [topic.name for topic in wanted]
+    finally:
+        await admin.close()
+
+
+def ensure_topics_sync(settings: Settings) -> list[str]:
+    return asyncio.run(ensure_topics(settings))
