@@ -1,0 +1,53 @@
+"""`ctxbudget run` on embedded defaults: brings up Kafka, topics and ClickHouse, runs, and cleans up on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+
+
+def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_") or k == "CTXBUDGET_KAFKA_CACHE_DIR"}
+    env["CTXBUDGET_DATA_DIR"] = str(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(line.startswith("clickhouse:") for line in lines):
+            line = process.stdout.readline()
+            if not line and process.poll() is not None:
+                break
+            lines.append(line)
+        output = "".join(lines)
+        assert "created 14 topics" in output, output
+        assert f"clickhouse: chdb://{tmp_path.resolve()}/clickhouse (1 migrations applied)" in output, output
+        time.sleep(3)  # let the worker start
+        assert process.poll() is None, "the worker exited on its own:\n" + output + process.stdout.read()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            rest, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            rest, _ = process.communicate()
+    assert process.returncode == 0, output + rest
+    # The broker `run` started is gone, and the database it migrated is there for the next run.
+    status = subprocess.run(
+        [sys.executable, "-m", "streams", "kafka", "status"], env=env, capture_output=True, text=True, check=False
+    )
+    assert status.returncode == 1
+    assert '"running": false' in status.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "streams", "migrate"], env=env, capture_output=True, text=True, check=False
+    )
+    assert again.stdout.strip() == "up to date", again.stderr
