@@ -1,0 +1,33 @@
+# The two commands of the README. Each sets up what it needs on first use: the venv and packages (again whenever
+# pyproject.toml changes) and, for the broker, the Kafka jars from Maven Central (cached in ~/.cache/ctxbudget).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint schemas
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+## run: the pipeline on embedded defaults (local Apache Kafka + embedded ClickHouse under ./var), until Ctrl-C
+run: $(BIN)/.installed
+	$(BIN)/ctxbudget run
+
+## test: lint, then every test against the real local Apache Kafka and embedded ClickHouse
+test: $(BIN)/.installed
+	$(BIN)/ctxbudget kafka fetch
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## schemas: regenerate schemas/json/ after changing a model
+schemas: $(BIN)/.installed
+	$(BIN)/python -m schemas.export
