@@ -32,9 +32,13 @@ class ContextAlert(Record):
 
 
 class AlertCommand(Record):
-    """A record on `alert-commands` [alert_id]: someone acknowledges an alert."""
+    """A record on `alert-commands` [alert_id]: someone acknowledges an alert.
+
+    It names the alert's thread too, so the engine can route it to the partition that owns that thread's state.
+    """
 
     alert_id: Id
+    thread_id: Id
     command: AlertCommandKind
     issued_by: Id
     issued_at: Timestamp
