@@ -35,16 +35,19 @@ class SessionEventBase(Record):
     project_id: Id | None = Field(default=None, description="Set when the producer knows it; else taken from state.")
 
 
-class _TextOrTokens(SessionEventBase):
-    """Content is sent as `text` or as a precomputed `token_count`: exactly one of the two."""
+def _require_exactly_one(record: Record, first: str, second: str) -> None:
+    """Content is sent as text or as a precomputed token count: exactly one of the two."""
+    if (getattr(record, first) is None) == (getattr(record, second) is None):
+        raise ValueError(f"give exactly one of {first} or {second}")
 
+
+class _TextOrTokens(SessionEventBase):
     text: SurfaceText | None = None
     token_count: TokenCount | None = None
 
     @model_validator(mode="after")
     def _exactly_one_measure(self) -> _TextOrTokens:
-        if (self.text is None) == (self.token_count is None):
-            raise ValueError("give exactly one of text or token_count")
+        _require_exactly_one(self, "text", "token_count")
         return self
 
 
@@ -112,8 +115,7 @@ class CompactionSummary(SessionEventBase):
 
     @model_validator(mode="after")
     def _exactly_one_measure(self) -> CompactionSummary:
-        if (self.summary_text is None) == (self.summary_token_count is None):
-            raise ValueError("give exactly one of summary_text or summary_token_count")
+        _require_exactly_one(self, "summary_text", "summary_token_count")
         return self
 
 
