@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 T = TypeVar("T")
 
@@ -59,3 +59,8 @@ class Codec(Generic[T]):
             return self._adapter.validate_json(data)
         except ValidationError as error:
             raise DecodeError(_reason(error), describe_errors(error)) from error
+
+
+def encode_record(record: BaseModel) -> bytes:
+    """JSON bytes of any record of the contract (the same bytes its Codec would produce)."""
+    return record.__pydantic_serializer__.to_json(record)

@@ -1,0 +1,84 @@
+"""The engine's derived state of one thread: the value of its state table and of the compacted `thread-state` topic.
+
+Everything a reader needs about a thread's budget is here, already classified by the engine (spec 9.6: one meaning
+everywhere). The reported level is kept beside the engine's so disagreements stay visible.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas.alert import ContextAlert
+from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, TextList, Timestamp, Version
+from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind, WorkFact
+from schemas.handoff import HandoffPackage
+
+
+class SourceMark(Record):
+    """The newest snapshot seen from one source (accepted or not), so repeats and late arrivals change nothing."""
+
+    source_kind: SourceKind
+    snapshot_version: Version
+    captured_at: Timestamp
+
+
+class ActiveWorkFact(Record):
+    """A spec 4.2 fact that currently holds for the thread."""
+
+    fact: WorkFact
+    since: Timestamp
+    detail: ShortText = ""
+    files: TextList = Field(default_factory=list)
+
+
+class ThreadState(Record):
+    thread_id: Id
+    project_id: Id
+    task_id: Id | None = None
+    node_id: Id
+    worker_id: Id
+
+    # The accepted snapshot
+    source_kind: SourceKind
+    snapshot_id: Id
+    snapshot_version: Version
+    captured_at: Timestamp
+    context_budget_remaining_pct: Percent
+    reported_level: ContextBudgetLevel = Field(description="The level as the worker reported it.")
+    context_budget_level: ContextBudgetLevel = Field(description="The engine's level: the one everyone reads.")
+    compaction_expected_at: Timestamp | None = None
+    estimated_remaining_turns: Count | None = None
+    estimated_remaining_large_messages: Count | None = None
+    last_compaction_at: Timestamp | None = None
+    compaction_count: Count = 0
+
+    # Must-finish (spec 4.2): the worker's flag or any active work-state fact
+    worker_must_finish: Flag = False
+    work_facts: Annotated[list[ActiveWorkFact], Field(max_length=len(WorkFact))] = Field(default_factory=list)
+    must_finish_before_compaction: Flag = False
+
+    # Report cadence (spec 5.1) and staleness
+    next_required_report_in_seconds: Seconds
+    report_deadline_at: Timestamp = Field(description="When the thread becomes stale without a newer report.")
+    stale: Flag = False
+
+    # Risk, alerts, handoff, master actions
+    compaction_risk_open: Flag = False
+    critical_since: Timestamp | None = None
+    open_alerts: Annotated[list[ContextAlert], Field(max_length=16)] = Field(default_factory=list)
+    alert_sequence: Count = Field(default=0, description="Alerts opened so far for this thread (stable alert ids).")
+    handoff: HandoffPackage | None = Field(default=None, description="The thread's current handoff package.")
+    handoff_required_sent: Flag = Field(default=False, description="thread.handoff.required sent in this cycle.")
+    due_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(default_factory=list)
+    wrap_up_requested: Flag = Field(
+        default=False, description="prepare_handoff / pre_compaction_wrap_up was issued since the last compaction."
+    )
+    compaction_unprepared: Flag = Field(
+        default=False, description="The last compaction came with no wrap-up action and no ready package (spec 9.5)."
+    )
+
+    sources: Annotated[list[SourceMark], Field(max_length=len(SourceKind))] = Field(default_factory=list)
+    level_mismatches: Count = Field(default=0, description="Accepted snapshots whose reported level differed.")
+    updated_at: Timestamp
