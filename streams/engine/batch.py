@@ -1,0 +1,184 @@
+"""One batch of input records through the fold: decode, dead-letter what is invalid, route, fold, coalesce.
+
+Still free of Faust: the agent hands in plain messages and a way to load a thread's slot, and gets back the slots to
+write and the records to publish. Each thread's slot is written and its state published once per batch, however many
+of its records the batch held.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from schemas import (
+    SESSION_EVENT_ADAPTER,
+    AlertCommand,
+    Codec,
+    CompactionStarted,
+    DeadLetter,
+    DecodeError,
+    HandoffPackage,
+    ThreadContextSnapshot,
+    ThresholdPolicy,
+    WorkFactChanged,
+)
+from streams.engine.config import EngineConfig
+from streams.engine.fold import (
+    Emit,
+    Step,
+    ThreadSlot,
+    apply_ack,
+    apply_compaction_started,
+    apply_handoff,
+    apply_snapshot,
+    apply_work_fact,
+    tick,
+)
+
+SNAPSHOTS = "snapshots"
+SESSION_EVENTS = "session-events"
+HANDOFF_PACKAGES = "handoff-packages"
+ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
+THREAD_STATE = "thread-state"
+DEADLETTER = "deadletter"
+
+SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
+EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
+HANDOFF_CODEC = Codec(HandoffPackage)
+ALERT_COMMAND_CODEC = Codec(AlertCommand)
+SLOT_CODEC = Codec(ThreadSlot)
+
+
+@dataclass(frozen=True)
+class InputMessage:
+    topic: str
+    """Unprefixed topic name."""
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class BatchResult:
+    slots: dict[str, ThreadSlot] = field(default_factory=dict)
+    """Changed slots by thread id: write these to the table."""
+    emits: list[Emit] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
+    return Emit(
+        DEADLETTER,
+        (message.key or b"").decode("utf-8", "replace"),
+        DeadLetter(
+            source_topic=f"{prefix}{message.topic}",
+            partition=message.partition,
+            offset=message.offset,
+            reason=reason,
+            detail=detail,
+            original_key=message.key,
+            original_value=message.value,
+            received_at=now,
+        ),
+    )
+
+
+def _decode(message: InputMessage) -> tuple[str, object] | None:
+    """(thread id it belongs to, record), or None for a record the engine does not consume. Raises DecodeError."""
+    if message.topic == SNAPSHOTS:
+        snapshot = SNAPSHOT_CODEC.decode(message.value)
+        return snapshot.thread_id, snapshot
+    if message.topic == SESSION_EVENTS:
+        event = EVENT_CODEC.decode(message.value)
+        # Usage samples, surface events and manifests feed the projection fold, not the engine.
+        return (event.thread_id, event) if isinstance(event, WorkFactChanged | CompactionStarted) else None
+    if message.topic == HANDOFF_PACKAGES:
+        package = HANDOFF_CODEC.decode(message.value)
+        return package.from_thread_id, package
+    if message.topic == ALERT_COMMANDS_BY_THREAD:
+        command = ALERT_COMMAND_CODEC.decode(message.value)
+        return command.thread_id, command
+    raise DecodeError("unknown_topic", f"the engine does not consume {message.topic}")
+
+
+def _fold(
+    slot: ThreadSlot | None, record: object, policy: ThresholdPolicy, now: datetime, config: EngineConfig
+) -> Step:
+    match record:
+        case ThreadContextSnapshot():
+            return apply_snapshot(slot, record, policy, now, config)
+        case WorkFactChanged():
+            return apply_work_fact(slot, record, now, config)
+        case CompactionStarted():
+            return apply_compaction_started(slot, record, now, config)
+        case HandoffPackage():
+            return apply_handoff(slot, record, now, config)
+        case AlertCommand():
+            return apply_ack(slot, record, now)
+    raise TypeError(f"no fold for {type(record).__name__}")
+
+
+def _project_of(record: object, slot: ThreadSlot | None) -> str | None:
+    project = getattr(record, "project_id", None)
+    return project or (slot.state.project_id if slot and slot.state else None)
+
+
+def process_batch(
+    messages: Iterable[InputMessage],
+    load: Callable[[str], ThreadSlot | None],
+    policy_for: Callable[[str], ThresholdPolicy],
+    now: datetime,
+    config: EngineConfig,
+    prefix: str,
+) -> BatchResult:
+    result = BatchResult()
+    slots: dict[str, ThreadSlot | None] = {}
+    for message in messages:
+        try:
+            decoded = _decode(message)
+        except DecodeError as error:
+            result.emits.append(dead_letter(message, error.reason, error.detail, now, prefix))
+            result.counts[f"deadletter:{error.reason}"] += 1
+            continue
+        if decoded is None:
+            result.counts["ignored"] += 1
+            continue
+        thread_id, record = decoded
+        if message.key != thread_id.encode():
+            # A record keyed by something else lands on a partition that does not own its thread's state.
+            detail = f"key {message.key!r} is not the record's thread {thread_id!r}"
+            result.emits.append(dead_letter(message, "key_mismatch", detail, now, prefix))
+            result.counts["deadletter:key_mismatch"] += 1
+            continue
+        if thread_id not in slots:
+            slots[thread_id] = load(thread_id)
+        slot = slots[thread_id]
+        project = _project_of(record, slot)
+        step = _fold(slot, record, policy_for(project) if project else policy_for("*"), now, config)
+        result.counts[step.verdict.value if step.verdict else message.topic] += 1
+        if step.slot is not None:
+            slots[thread_id] = result.slots[thread_id] = step.slot
+        result.emits.extend(step.emits)
+    _publish_states(result)
+    return result
+
+
+def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: EngineConfig) -> BatchResult:
+    """The timer's pass over the threads this worker owns."""
+    result = BatchResult()
+    for thread_id, slot in slots:
+        step = tick(slot, now, config)
+        if step.slot is not None:
+            result.slots[thread_id] = step.slot
+            result.emits.extend(step.emits)
+    _publish_states(result)
+    return result
+
+
+def _publish_states(result: BatchResult) -> None:
+    for thread_id, slot in result.slots.items():
+        if slot.state is not None:
+            result.emits.append(Emit(THREAD_STATE, thread_id, slot.state))

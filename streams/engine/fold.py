@@ -1,0 +1,395 @@
+"""The per-thread fold: an input (or a timer tick) and the thread's slot in; the new slot and records to publish out.
+
+Every input first changes the raw facts (the accepted snapshot, work-state facts, the handoff package, an ack), then
+`_derive` recomputes what follows from them (must-finish, compaction risk, alerts, due master actions, handoff
+required) and emits a record for each derived value that changed. Emitting on change only keeps outputs and
+changelog writes proportional to real change, and replaying an input that changed nothing emits nothing.
+
+Event ids are built from the cause (the snapshot, event or package that triggered them), so a consumer that sees a
+record twice after a restart can drop the repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from schemas import (
+    AlertCommand,
+    AlertType,
+    CompactionStarted,
+    ContextBudgetLevel,
+    ContextEvent,
+    ContextEventType,
+    HandoffPackage,
+    MasterAction,
+    MasterActionRecord,
+    PackageStatus,
+    Record,
+    ThreadContextSnapshot,
+    ThreadHandoffReady,
+    ThreadHandoffRequired,
+    ThresholdPolicy,
+    WorkFactChanged,
+)
+from schemas.state import ActiveWorkFact, ThreadState
+from streams.engine import alerts, handoff
+from streams.engine.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
+from streams.engine.config import EngineConfig
+from streams.engine.levels import classify_level, report_interval_seconds
+from streams.engine.precedence import Verdict, judge, record_mark
+
+CONTEXT_EVENTS = "context-events"
+ALERTS = "alerts"
+MASTER_ACTIONS = "master-actions"
+CLIENT_EVENTS = "client-events"
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A record to publish: unprefixed topic name, key, value."""
+
+    topic: str
+    key: str
+    record: Record
+
+
+class ThreadSlot(Record):
+    """The state table's value: the thread's state, plus what arrived before its first snapshot."""
+
+    state: ThreadState | None = None
+    early_work_facts: list[ActiveWorkFact] = Field(default_factory=list)
+    early_handoff: HandoffPackage | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    slot: ThreadSlot | None
+    """The new slot; None when the input changed nothing."""
+    emits: list[Emit] = field(default_factory=list)
+    verdict: Verdict | None = None
+    """For snapshots: accepted, or why not."""
+
+
+UNCHANGED = Step(None)
+
+
+# -- inputs ---------------------------------------------------------------------------------------------------------
+def apply_snapshot(
+    slot: ThreadSlot | None,
+    snapshot: ThreadContextSnapshot,
+    policy: ThresholdPolicy,
+    now: datetime,
+    config: EngineConfig,
+) -> Step:
+    slot = slot or ThreadSlot()
+    previous = slot.state
+    verdict = judge(snapshot, previous)
+    if verdict is not Verdict.ACCEPT:
+        return Step(None, verdict=verdict)
+
+    level = classify_level(snapshot.context_budget_remaining_pct, policy)
+    interval = report_interval_seconds(level, config)
+    compacted = previous is not None and snapshot.compaction_count > previous.compaction_count
+    carried = previous or _first_state(slot, snapshot, now)
+    unprepared = (
+        not (carried.wrap_up_requested or _handoff_ready(carried))
+        if compacted
+        else carried.compaction_unprepared and level is not ContextBudgetLevel.SAFE
+    )
+    state = carried.model_copy(
+        update={
+            "thread_id": snapshot.thread_id,
+            "project_id": snapshot.project_id,
+            "task_id": snapshot.task_id,
+            "node_id": snapshot.node_id,
+            "worker_id": snapshot.worker_id,
+            "source_kind": snapshot.source_kind,
+            "snapshot_id": snapshot.snapshot_id,
+            "snapshot_version": snapshot.snapshot_version,
+            "captured_at": snapshot.captured_at,
+            "context_budget_remaining_pct": snapshot.context_budget_remaining_pct,
+            "reported_level": snapshot.context_budget_level,
+            "context_budget_level": level,
+            "compaction_expected_at": snapshot.compaction_expected_at,
+            "estimated_remaining_turns": snapshot.estimated_remaining_turns,
+            "estimated_remaining_large_messages": snapshot.estimated_remaining_large_messages,
+            "last_compaction_at": snapshot.last_compaction_at,
+            "compaction_count": snapshot.compaction_count,
+            "worker_must_finish": snapshot.must_finish_before_compaction,
+            "next_required_report_in_seconds": interval,
+            "report_deadline_at": now + timedelta(seconds=interval * config.stale_factor),
+            "stale": False,
+            "critical_since": _critical_since(carried if previous else None, level, now),
+            "compaction_unprepared": unprepared,
+            "sources": record_mark(carried.sources, snapshot),
+            "level_mismatches": carried.level_mismatches + (snapshot.context_budget_level is not level),
+            "updated_at": now,
+            # a compaction starts a new cycle: wrap-up and handoff-required are owed again before the next one
+            **({"wrap_up_requested": False, "handoff_required_sent": False, "due_actions": []} if compacted else {}),
+        }
+    )
+    cause = snapshot.snapshot_id
+    emits = [_context_event(state, ContextEventType.UPDATED, cause, "compaction" if compacted else "snapshot")]
+    if previous is not None and previous.context_budget_level is not level:
+        emits.append(_context_event(state, ContextEventType.LEVEL_CHANGED, cause, previous=previous))
+    state, derived = _derive(state, cause, now, config)
+    return Step(ThreadSlot(state=state), emits + derived, verdict)
+
+
+def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: datetime, config: EngineConfig) -> Step:
+    slot = slot or ThreadSlot()
+    facts = slot.state.work_facts if slot.state else slot.early_work_facts
+    others = [f for f in facts if f.fact is not event.fact]
+    if event.active:
+        updated = [
+            *others,
+            ActiveWorkFact(fact=event.fact, since=event.occurred_at, detail=event.detail, files=event.files),
+        ]
+    else:
+        updated = others
+    if updated == facts:
+        return UNCHANGED
+    if slot.state is None:
+        return Step(slot.model_copy(update={"early_work_facts": updated}))
+    state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
+    state, derived = _derive(state, event.event_id, now, config)
+    emits = [_context_event(state, ContextEventType.UPDATED, event.event_id, f"work_fact:{event.fact.value}")]
+    return Step(ThreadSlot(state=state), emits + derived)
+
+
+def apply_handoff(slot: ThreadSlot | None, package: HandoffPackage, now: datetime, config: EngineConfig) -> Step:
+    slot = slot or ThreadSlot()
+    current = slot.state.handoff if slot.state else slot.early_handoff
+    admitted = handoff.admit(current, package)
+    if admitted is None:
+        return UNCHANGED
+    if slot.state is None:
+        return Step(slot.model_copy(update={"early_handoff": admitted}))
+    cause = f"{package.handoff_package_id}:{admitted.package_status.value}"
+    state, emits = _with_handoff(slot.state, admitted, cause, now, config)
+    return Step(ThreadSlot(state=state), emits)
+
+
+def apply_ack(slot: ThreadSlot | None, command: AlertCommand, now: datetime) -> Step:
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    open_alerts, acked = alerts.acknowledge(slot.state.open_alerts, command.alert_id, now)
+    if acked is None:
+        return UNCHANGED
+    state = slot.state.model_copy(update={"open_alerts": open_alerts, "updated_at": now})
+    return Step(ThreadSlot(state=state), [Emit(ALERTS, acked.alert_id, acked)])
+
+
+def apply_compaction_started(
+    slot: ThreadSlot | None, event: CompactionStarted, now: datetime, config: EngineConfig
+) -> Step:
+    """A compaction begins: if nothing prepared it (no wrap-up action, no ready package), handoff_missing opens."""
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    state = slot.state
+    if state.wrap_up_requested or _handoff_ready(state) or state.compaction_unprepared:
+        return UNCHANGED
+    state = state.model_copy(update={"compaction_unprepared": True, "updated_at": now})
+    state, derived = _derive(state, event.event_id, now, config)
+    return Step(ThreadSlot(state=state), derived)
+
+
+def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
+    """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons."""
+    state = slot.state
+    if state is None:
+        return UNCHANGED
+    cause = f"{state.snapshot_id}:tick"
+    emits: list[Emit] = []
+    if not state.stale and now >= state.report_deadline_at:
+        state = state.model_copy(update={"stale": True, "updated_at": now})
+        emits.append(_context_event(state, ContextEventType.UPDATED, f"{state.snapshot_id}:stale", "stale"))
+    expired = handoff.expire(state.handoff, now, config.handoff_ttl) if state.handoff is not None else None
+    if expired is not None:
+        state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", now, config)
+    else:
+        state, derived = _derive(state, cause, now, config)
+    emits += derived
+    return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
+
+
+# -- derivation -----------------------------------------------------------------------------------------------------
+def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
+    emits: list[Emit] = []
+    must_finish = state.worker_must_finish or bool(state.work_facts)
+    ready = _handoff_ready(state)
+    level = state.context_budget_level
+    imminent = (
+        must_finish
+        and state.compaction_expected_at is not None
+        and state.compaction_expected_at - now <= config.risk_horizon
+    )
+    risk = not ready and (level is ContextBudgetLevel.CRITICAL or imminent)
+    state = state.model_copy(update={"must_finish_before_compaction": must_finish})
+
+    if risk != state.compaction_risk_open:
+        state = state.model_copy(update={"compaction_risk_open": risk})
+        kind = ContextEventType.COMPACTION_RISK_OPENED if risk else ContextEventType.COMPACTION_RISK_RESOLVED
+        reason = "handoff_ready" if not risk and ready else ("critical" if level is ContextBudgetLevel.CRITICAL else "")
+        emits.append(_context_event(state, kind, cause, reason or ("imminent" if risk else "recovered")))
+
+    overdue = (
+        level is ContextBudgetLevel.CRITICAL
+        and must_finish
+        and state.critical_since is not None
+        and now - state.critical_since >= config.handoff_missing_grace
+    )
+    holding = {
+        *([alerts.LEVEL_ALERT[level]] if level in alerts.LEVEL_ALERT else []),
+        *([AlertType.COMPACTION_RISK] if risk else []),
+        *([AlertType.HANDOFF_MISSING] if not ready and (overdue or state.compaction_unprepared) else []),
+    }
+    open_alerts, transitions, sequence = alerts.reconcile(
+        state.open_alerts,
+        holding,
+        thread_id=state.thread_id,
+        project_id=state.project_id,
+        sequence=state.alert_sequence,
+        now=now,
+    )
+    if transitions:
+        state = state.model_copy(update={"open_alerts": open_alerts, "alert_sequence": sequence})
+        emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
+
+    due = actions_for_level(level)
+    if due != state.due_actions:
+        state = state.model_copy(
+            update={
+                "due_actions": due,
+                "wrap_up_requested": state.wrap_up_requested or bool(WRAP_UP_ACTIONS & set(due)),
+            }
+        )
+        emits.append(_master_action(state, due, cause, now))
+
+    needs_handoff = level in (ContextBudgetLevel.URGENT, ContextBudgetLevel.CRITICAL) or (
+        MasterAction.PREPARE_HANDOFF in due
+    )
+    if needs_handoff and not ready and not state.handoff_required_sent:
+        state = state.model_copy(update={"handoff_required_sent": True})
+        emits.append(
+            Emit(
+                CLIENT_EVENTS,
+                state.project_id,
+                ThreadHandoffRequired(
+                    event_id=f"{state.thread_id}:{cause}:handoff_required",
+                    occurred_at=now,
+                    project_id=state.project_id,
+                    thread_id=state.thread_id,
+                    context_budget_level=level,
+                    reason=f"level {level.value}, no ready handoff package",
+                ),
+            )
+        )
+    return state, emits
+
+
+def _with_handoff(
+    state: ThreadState, package: HandoffPackage, cause: str, now: datetime, config: EngineConfig
+) -> tuple[ThreadState, list[Emit]]:
+    was_ready = _handoff_ready(state)
+    state = state.model_copy(update={"handoff": package, "updated_at": now})
+    emits: list[Emit] = []
+    if _handoff_ready(state) and not was_ready:
+        state = state.model_copy(update={"compaction_unprepared": False})
+        emits.append(
+            Emit(
+                CLIENT_EVENTS,
+                state.project_id,
+                ThreadHandoffReady(
+                    event_id=f"{state.thread_id}:{cause}:handoff_ready",
+                    occurred_at=now,
+                    project_id=state.project_id,
+                    thread_id=state.thread_id,
+                    handoff_package_id=package.handoff_package_id,
+                ),
+            )
+        )
+    state, derived = _derive(state, cause, now, config)
+    return state, emits + derived
+
+
+def _handoff_ready(state: ThreadState) -> bool:
+    """A ready package made for the current cycle (not one that an earlier compaction already used up)."""
+    package = state.handoff
+    return (
+        package is not None
+        and package.package_status is PackageStatus.READY
+        and (state.last_compaction_at is None or package.created_at >= state.last_compaction_at)
+    )
+
+
+def _critical_since(previous: ThreadState | None, level: ContextBudgetLevel, now: datetime) -> datetime | None:
+    if level is not ContextBudgetLevel.CRITICAL:
+        return None
+    if previous is not None and previous.critical_since is not None:
+        return previous.critical_since
+    return now
+
+
+def _first_state(slot: ThreadSlot, snapshot: ThreadContextSnapshot, now: datetime) -> ThreadState:
+    """A new thread's state before its first snapshot is applied, carrying what arrived before that snapshot."""
+    return ThreadState(
+        thread_id=snapshot.thread_id,
+        project_id=snapshot.project_id,
+        node_id=snapshot.node_id,
+        worker_id=snapshot.worker_id,
+        source_kind=snapshot.source_kind,
+        snapshot_id=snapshot.snapshot_id,
+        snapshot_version=snapshot.snapshot_version,
+        captured_at=snapshot.captured_at,
+        context_budget_remaining_pct=snapshot.context_budget_remaining_pct,
+        reported_level=snapshot.context_budget_level,
+        context_budget_level=snapshot.context_budget_level,
+        next_required_report_in_seconds=1,
+        report_deadline_at=now,
+        updated_at=now,
+        work_facts=slot.early_work_facts,
+        handoff=slot.early_handoff,
+    )
+
+
+def _context_event(
+    state: ThreadState, kind: ContextEventType, cause: str, reason: str = "", previous: ThreadState | None = None
+) -> Emit:
+    suffix = kind.value.rsplit(".", 1)[-1]
+    return Emit(
+        CONTEXT_EVENTS,
+        state.thread_id,
+        ContextEvent(
+            event_id=f"{state.thread_id}:{cause}:{suffix}",
+            event_type=kind,
+            thread_id=state.thread_id,
+            project_id=state.project_id,
+            occurred_at=state.updated_at,
+            context_budget_remaining_pct=state.context_budget_remaining_pct,
+            context_budget_level=state.context_budget_level,
+            previous_level=previous.context_budget_level if previous else None,
+            snapshot_id=state.snapshot_id,
+            reason=reason,
+        ),
+    )
+
+
+def _master_action(state: ThreadState, due: list[MasterAction], cause: str, now: datetime) -> Emit:
+    return Emit(
+        MASTER_ACTIONS,
+        state.thread_id,
+        MasterActionRecord(
+            action_id=f"{state.thread_id}:{cause}:actions",
+            thread_id=state.thread_id,
+            project_id=state.project_id,
+            context_budget_level=state.context_budget_level,
+            actions=due,
+            checklist=wrap_up_checklist(state),
+            reason=f"level {state.context_budget_level.value}",
+            issued_at=now,
+        ),
+    )
