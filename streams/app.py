@@ -10,10 +10,12 @@ from streams.settings import Settings
 def create_app(settings: Settings) -> faust.App:
     if not settings.kafka_bootstrap_servers:
         raise ValueError("kafka_bootstrap_servers is not set (start one with `ctxbudget kafka up`)")
+    datadir = settings.resolved_data_dir / "faust"
+    datadir.parent.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
     return faust.App(
         settings.app_id,
         broker=[f"kafka://{server}" for server in settings.kafka_bootstrap_servers.split(",")],
-        datadir=str(settings.resolved_data_dir / "faust"),
+        datadir=str(datadir),
         store="memory://",
         topic_partitions=settings.topic_partitions,
         topic_replication_factor=settings.topic_replication_factor,
@@ -24,4 +26,8 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
         web_enabled=False,
+        # Keys and values stay bytes through Faust: decoding (and dead-lettering what fails) is ours, with the codecs
+        # of `schemas`. (A per-topic faust.Schema for this stops agents from consuming once a table exists.)
+        key_serializer="raw",
+        value_serializer="raw",
     )

@@ -105,15 +105,15 @@ def _run_worker(settings: Settings) -> None:
 
     from sinks.clickhouse import connect
     from sinks.migrations import migrate as apply
-    from streams.app import create_app
     from streams.topics import ensure_topics_sync
+    from streams.topology import build
 
     created = ensure_topics_sync(settings)
     client = connect(settings.clickhouse_url)
     applied = apply(client)
     typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
     typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
-    worker = faust.Worker(create_app(settings), loglevel="WARN", quiet=True, override_logging=False)
+    worker = faust.Worker(build(settings).app, loglevel="WARN", quiet=True, override_logging=False)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:
@@ -121,6 +121,46 @@ def _run_worker(settings: Settings) -> None:
             raise
     finally:
         client.close()
+
+
+@app.command()
+def simulate(
+    threads: Annotated[int, typer.Option(help="Agent threads in the fleet.")] = 20,
+    projects: Annotated[int, typer.Option(help="Projects the threads belong to.")] = 3,
+    turns: Annotated[int, typer.Option(help="Snapshots per thread from its primary source.")] = 40,
+    seed: Annotated[int, typer.Option(help="Same seed, same traffic.")] = 0,
+    rate: Annotated[float | None, typer.Option(help="Records per second (default: as fast as possible).")] = None,
+    duplicate_rate: float = 0.02,
+    late_rate: float = 0.02,
+    invalid_rate: float = 0.01,
+) -> None:
+    """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka."""
+    import asyncio
+
+    from streams.simulator import SimulationConfig, generate, produce
+    from streams.topics import ensure_topics
+
+    settings = Settings()
+    if not settings.kafka_bootstrap_servers:
+        bootstrap = _local_kafka(settings).status().bootstrap
+        if bootstrap is None:
+            typer.echo(
+                "error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True
+            )
+            raise typer.Exit(1)
+        settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
+    config = SimulationConfig(
+        threads=threads,
+        projects=projects,
+        turns_per_thread=turns,
+        seed=seed,
+        duplicate_rate=duplicate_rate,
+        late_rate=late_rate,
+        invalid_rate=invalid_rate,
+    )
+    asyncio.run(ensure_topics(settings))
+    sent = asyncio.run(produce(generate(config), settings.kafka_bootstrap_servers, settings.topic_prefix, rate))
+    typer.echo(f"sent {sent} records to {settings.kafka_bootstrap_servers}")
 
 
 def main() -> None:

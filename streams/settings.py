@@ -40,6 +40,15 @@ class Settings(BaseSettings):
     topic_replication_factor: int = Field(default=1, ge=1, le=16)
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
 
+    # Engine
+    stale_factor: float = Field(default=3.0, gt=1, description="Stale after this many missed report intervals.")
+    risk_horizon_seconds: float = Field(default=300, gt=0, description="Compaction this close with must-finish = risk.")
+    handoff_missing_grace_seconds: float = Field(default=60, ge=0)
+    handoff_ttl_seconds: float = Field(default=7200, gt=0)
+    tick_seconds: float = Field(default=1.0, gt=0, description="How often timers look for stale threads etc.")
+    batch_size: int = Field(default=2000, ge=1, description="Records the engine folds per batch at most.")
+    batch_seconds: float = Field(default=0.05, gt=0, description="How long the engine waits to fill a batch.")
+
     @cached_property
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

@@ -48,6 +48,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("client-events", "project_id", False, "ClientEvent: the SSE events of spec 6.4"),
     TopicSpec("project-risk", "project_id", True, "ProjectDetail per project (spec 6.2)"),
     TopicSpec("conversation-indicators", "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
+    # internal: alert commands re-keyed by thread id (a repartition topic of the engine)
+    TopicSpec("alert-commands-by-thread", "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
     TopicSpec(
         "deadletter", "source key", False, "DeadLetter: invalid input with reason and original bytes", 30 * WEEK_MS
     ),

@@ -29,7 +29,7 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
                 break
             lines.append(line)
         output = "".join(lines)
-        assert "created 14 topics" in output, output
+        assert "created 15 topics" in output, output
         assert f"clickhouse: chdb://{tmp_path.resolve()}/clickhouse (1 migrations applied)" in output, output
         time.sleep(3)  # let the worker start
         assert process.poll() is None, "the worker exited on its own:\n" + output + process.stdout.read()
