@@ -21,8 +21,9 @@ MAX_NAME_LENGTH = 256
 MAX_SHORT_TEXT_LENGTH = 4_096
 MAX_LONG_TEXT_LENGTH = 65_536
 """Summaries, handoff text, compaction summaries."""
-MAX_SURFACE_TEXT_LENGTH = 1_048_576
-"""One message or tool result carried as text (1 Mi characters); larger content is sent as a token count instead."""
+MAX_SURFACE_TEXT_LENGTH = 200_000
+"""One message or tool result carried as text; larger content is sent as a token count instead. At most 4 bytes a
+character, the record stays under Kafka's default 1 MB message limit."""
 MAX_LIST_ITEMS = 1_000
 MAX_TOKENS = 100_000_000
 

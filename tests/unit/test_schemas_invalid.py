@@ -133,7 +133,7 @@ def _event(index: int, **changes: Any) -> bytes:
 EVENT_CASES: list[tuple[str, bytes, str]] = [
     ("unknown_event_type", _event(1, type="message_deleted"), "does not match any of the expected tags"),
     ("missing_event_type", dumps({k: v for k, v in SESSION_EVENTS[1].items() if k != "type"}), "Unable to extract tag"),
-    ("oversized_text", _event(1, text="x" * (MAX_SURFACE_TEXT_LENGTH + 1)), "at most 1048576 characters"),
+    ("oversized_text", _event(1, text="x" * (MAX_SURFACE_TEXT_LENGTH + 1)), "at most 200000 characters"),
     ("text_and_token_count", _event(1, token_count=12), "exactly one of text or token_count"),
     ("neither_text_nor_count", dumps({k: v for k, v in SESSION_EVENTS[1].items() if k != "text"}), "exactly one"),
     ("unknown_role", _event(1, role="narrator"), "role"),
