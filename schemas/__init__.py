@@ -50,6 +50,7 @@ from schemas.session_events import (
     WorkFactChanged,
 )
 from schemas.snapshot import ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
+from schemas.state import ThreadState
 from schemas.views import (
     ContextBudgetIndicator,
     Conversation,
@@ -109,6 +110,7 @@ __all__ = [
     "ThreadContextSummary",
     "ThreadHandoffReady",
     "ThreadHandoffRequired",
+    "ThreadState",
     "ThresholdPolicy",
     "ToolResultAdded",
     "TriggerMode",

@@ -18,6 +18,7 @@ from schemas.handoff import HandoffPackage
 from schemas.policy import ThresholdPolicy
 from schemas.session_events import SESSION_EVENT_ADAPTER
 from schemas.snapshot import ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
+from schemas.state import ThreadState
 from schemas.views import Conversation, ConversationItem, ProjectDetail, ThreadContextBudget
 
 JSON_DIR = Path(__file__).parent / "json"
@@ -33,6 +34,7 @@ EXPORTED: dict[str, TypeAdapter[Any]] = {
     "Conversation": TypeAdapter(Conversation),
     # outputs
     "WorkerReportResponse": TypeAdapter(WorkerReportResponse),
+    "ThreadState": TypeAdapter(ThreadState),
     "ContextEvent": TypeAdapter(ContextEvent),
     "ContextAlert": TypeAdapter(ContextAlert),
     "MasterActionRecord": TypeAdapter(MasterActionRecord),

@@ -24,11 +24,15 @@ class SourceMark(Record):
     captured_at: Timestamp
 
 
-class ActiveWorkFact(Record):
-    """A spec 4.2 fact that currently holds for the thread."""
+class WorkFactState(Record):
+    """The latest known state of one spec 4.2 fact for the thread, and when it changed.
+
+    Resolved facts are kept (inactive) so that a replayed or late older event of the same fact changes nothing.
+    """
 
     fact: WorkFact
-    since: Timestamp
+    active: Flag
+    changed_at: Timestamp
     detail: ShortText = ""
     files: TextList = Field(default_factory=list)
 
@@ -56,7 +60,7 @@ class ThreadState(Record):
 
     # Must-finish (spec 4.2): the worker's flag or any active work-state fact
     worker_must_finish: Flag = False
-    work_facts: Annotated[list[ActiveWorkFact], Field(max_length=len(WorkFact))] = Field(default_factory=list)
+    work_facts: Annotated[list[WorkFactState], Field(max_length=len(WorkFact))] = Field(default_factory=list)
     must_finish_before_compaction: Flag = False
 
     # Report cadence (spec 5.1) and staleness

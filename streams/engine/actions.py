@@ -40,9 +40,10 @@ def actions_for_level(level: ContextBudgetLevel) -> list[MasterAction]:
 
 def wrap_up_checklist(state: ThreadState) -> WrapUpChecklist:
     """Spec 8.3 from the thread's work-state facts and its handoff package; the worker fills in the rest."""
-    files = sorted({path for fact in state.work_facts for path in fact.files})
-    patches = [f.detail or ", ".join(f.files) for f in state.work_facts if f.fact is WorkFact.UNCOMMITTED_PATCH]
-    tests = [f.detail for f in state.work_facts if f.fact is WorkFact.UNRECORDED_TEST_RESULTS and f.detail]
+    active = [fact for fact in state.work_facts if fact.active]
+    files = sorted({path for fact in active for path in fact.files})
+    patches = [f.detail or ", ".join(f.files) for f in active if f.fact is WorkFact.UNCOMMITTED_PATCH]
+    tests = [f.detail for f in active if f.fact is WorkFact.UNRECORDED_TEST_RESULTS and f.detail]
     package = state.handoff
     return WrapUpChecklist(
         files=sorted({*files, *(package.critical_files if package else [])}),
@@ -57,7 +58,7 @@ def wrap_up_checklist(state: ThreadState) -> WrapUpChecklist:
 
 
 def _suggested_next_action(state: ThreadState) -> str:
-    pending = [fact.fact.value for fact in state.work_facts]
+    pending = [fact.fact.value for fact in state.work_facts if fact.active]
     if pending:
         return "record before compaction: " + ", ".join(pending)
     return "write the handoff summary and continue in a relay thread"

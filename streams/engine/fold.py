@@ -34,7 +34,7 @@ from schemas import (
     ThresholdPolicy,
     WorkFactChanged,
 )
-from schemas.state import ActiveWorkFact, ThreadState
+from schemas.state import ThreadState, WorkFactState
 from streams.engine import alerts, handoff
 from streams.engine.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
 from streams.engine.config import EngineConfig
@@ -60,7 +60,7 @@ class ThreadSlot(Record):
     """The state table's value: the thread's state, plus what arrived before its first snapshot."""
 
     state: ThreadState | None = None
-    early_work_facts: list[ActiveWorkFact] = Field(default_factory=list)
+    early_work_facts: list[WorkFactState] = Field(default_factory=list)
     early_handoff: HandoffPackage | None = None
 
 
@@ -142,19 +142,20 @@ def apply_snapshot(
 def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: datetime, config: EngineConfig) -> Step:
     slot = slot or ThreadSlot()
     facts = slot.state.work_facts if slot.state else slot.early_work_facts
-    others = [f for f in facts if f.fact is not event.fact]
-    if event.active:
-        updated = [
-            *others,
-            ActiveWorkFact(fact=event.fact, since=event.occurred_at, detail=event.detail, files=event.files),
-        ]
-    else:
-        updated = others
-    if updated == facts:
+    known = next((f for f in facts if f.fact is event.fact), None)
+    if known is not None and event.occurred_at <= known.changed_at:
+        return UNCHANGED  # a repeat, or older than what we know: replays never undo a later change
+    if known is None and not event.active:
         return UNCHANGED
+    changed = WorkFactState(
+        fact=event.fact, active=event.active, changed_at=event.occurred_at, detail=event.detail, files=event.files
+    )
+    updated = [*(f for f in facts if f.fact is not event.fact), changed]
     if slot.state is None:
         return Step(slot.model_copy(update={"early_work_facts": updated}))
     state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
+    if known is not None and known.active == event.active:
+        return Step(ThreadSlot(state=state))  # newer details of an unchanged fact: nothing to announce
     state, derived = _derive(state, event.event_id, now, config)
     emits = [_context_event(state, ContextEventType.UPDATED, event.event_id, f"work_fact:{event.fact.value}")]
     return Step(ThreadSlot(state=state), emits + derived)
@@ -219,7 +220,7 @@ def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
 # -- derivation -----------------------------------------------------------------------------------------------------
 def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
     emits: list[Emit] = []
-    must_finish = state.worker_must_finish or bool(state.work_facts)
+    must_finish = state.worker_must_finish or any(f.active for f in state.work_facts)
     ready = _handoff_ready(state)
     level = state.context_budget_level
     imminent = (

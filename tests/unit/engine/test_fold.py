@@ -130,16 +130,35 @@ def test_reported_level_is_kept_and_a_mismatch_is_counted() -> None:
 def test_work_facts_drive_must_finish_until_resolved() -> None:
     thread = Thread()
     thread.snap(70, 0)
-    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH), at(1), CONFIG))
-    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.AWAITING_CROSS_NODE_REPLY), at(2), CONFIG))
+
+    def fact(kind: WorkFact, active: bool, second: float) -> Step:
+        return thread.feed(apply_work_fact(thread.slot, work_fact(kind, active, seconds=second), at(second), CONFIG))
+
+    fact(WorkFact.UNCOMMITTED_PATCH, True, 1)
+    fact(WorkFact.AWAITING_CROSS_NODE_REPLY, True, 2)
     assert thread.state.must_finish_before_compaction
-    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH, active=False), at(3), CONFIG))
+    fact(WorkFact.UNCOMMITTED_PATCH, False, 3)
     assert thread.state.must_finish_before_compaction
-    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.AWAITING_CROSS_NODE_REPLY, False), at(4), CONFIG))
+    fact(WorkFact.AWAITING_CROSS_NODE_REPLY, False, 4)
     assert not thread.state.must_finish_before_compaction
-    repeat = apply_work_fact(thread.slot, work_fact(WorkFact.AWAITING_CROSS_NODE_REPLY, False), at(5), CONFIG)
-    assert repeat.slot is None
+    repeat = apply_work_fact(
+        thread.slot, work_fact(WorkFact.AWAITING_CROSS_NODE_REPLY, False, seconds=5), at(5), CONFIG
+    )
+    assert not repeat.slot.state.must_finish_before_compaction  # a newer report of the same: nothing changes
     assert repeat.emits == []
+
+
+def test_a_replayed_older_fact_event_does_not_undo_a_later_one() -> None:
+    thread = Thread()
+    thread.snap(70, 0)
+    opened = work_fact(WorkFact.UNRECORDED_TEST_RESULTS, True, seconds=1)
+    thread.feed(apply_work_fact(thread.slot, opened, at(1), CONFIG))
+    thread.feed(
+        apply_work_fact(thread.slot, work_fact(WorkFact.UNRECORDED_TEST_RESULTS, False, seconds=2), at(2), CONFIG)
+    )
+    replay = apply_work_fact(thread.slot, opened, at(3), CONFIG)
+    assert replay.slot is None
+    assert not thread.state.must_finish_before_compaction
 
 
 def test_inputs_before_the_first_snapshot_are_kept() -> None:
