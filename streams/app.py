@@ -5,6 +5,7 @@ from __future__ import annotations
 import faust
 
 from streams.settings import Settings
+from streams.topics import MAX_MESSAGE_BYTES
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -26,8 +27,13 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
         web_enabled=False,
+        # At least once, made lossless by the topology (outputs, then state, confirmed before offsets are acked).
+        # Faust's exactly_once was tried here: its transactional producers fail on every rebalance
+        # ("IN_TRANSACTION -> IN_TRANSACTION", ProducerFenced) with aiokafka 0.14, so a second worker breaks it.
+        processing_guarantee="at_least_once",
         # Keys and values stay bytes through Faust: decoding (and dead-lettering what fails) is ours, with the codecs
         # of `schemas`. (A per-topic faust.Schema for this stops agents from consuming once a table exists.)
+        producer_max_request_size=MAX_MESSAGE_BYTES,  # room for a dead letter of a 1 MB input
         key_serializer="raw",
         value_serializer="raw",
     )

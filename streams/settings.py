@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     topic_prefix: str = Field(default="ctx.", description="Prefix of every topic name of the topology.")
     topic_partitions: int = Field(default=4, ge=1, le=1024, description="Partitions of every input/output topic.")
     topic_replication_factor: int = Field(default=1, ge=1, le=16)
+    log_level: str = Field(default="WARN", description="Worker log level: DEBUG, INFO, WARN, ERROR.")
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
 
     # Engine

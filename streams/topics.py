@@ -16,6 +16,8 @@ from aiokafka.errors import TopicAlreadyExistsError, for_code
 from streams.settings import Settings
 
 WEEK_MS = 7 * 24 * 3600 * 1000
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Dead letters carry a whole input record (up to Kafka's default 1 MB) base64-encoded, so their topic takes more."""
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,16 @@ class TopicSpec:
     compacted: bool
     doc: str
     retention_ms: int = WEEK_MS
+    max_message_bytes: int | None = None
 
     def configs(self) -> dict[str, str]:
         if self.compacted:
-            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(3600 * 1000)}
-        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
+            configs = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(3600 * 1000)}
+        else:
+            configs = {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
+        if self.max_message_bytes:
+            configs["max.message.bytes"] = str(self.max_message_bytes)
+        return configs
 
 
 TOPICS: tuple[TopicSpec, ...] = (
@@ -51,7 +58,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     # internal: alert commands re-keyed by thread id (a repartition topic of the engine)
     TopicSpec("alert-commands-by-thread", "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
     TopicSpec(
-        "deadletter", "source key", False, "DeadLetter: invalid input with reason and original bytes", 30 * WEEK_MS
+        "deadletter",
+        "source key",
+        False,
+        "DeadLetter: invalid input with reason and original bytes",
+        retention_ms=30 * WEEK_MS,
+        max_message_bytes=MAX_MESSAGE_BYTES,
     ),
 )
 

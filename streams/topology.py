@@ -15,7 +15,7 @@ here only move bytes between topics, tables and those functions.
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,11 +24,11 @@ import faust
 from aiokafka.partitioner import murmur2
 
 from schemas import DEFAULT_POLICY, Codec, DecodeError, ThresholdPolicy
-from schemas.alert import AlertCommand
 from schemas.codec import encode_record
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
 from streams.app import create_app
 from streams.engine.batch import (
+    ALERT_COMMAND_CODEC,
     ALERT_COMMANDS_BY_THREAD,
     SLOT_CODEC,
     BatchResult,
@@ -38,10 +38,8 @@ from streams.engine.batch import (
     tick_all,
 )
 from streams.engine.config import EngineConfig
-from streams.engine.fold import ThreadSlot
+from streams.engine.fold import Emit, ThreadSlot
 from streams.settings import Settings
-
-log = logging.getLogger(__name__)
 
 ENGINE_INPUTS = ("snapshots", "session-events", "handoff-packages", ALERT_COMMANDS_BY_THREAD)
 OUTPUTS = (
@@ -82,7 +80,20 @@ def build(settings: Settings) -> Topology:
     def topic(*names: str) -> faust.TopicT:
         return app.topic(*(settings.topic(n) for n in names), partitions=partitions, **RAW)
 
-    outputs = {name: topic(name) for name in OUTPUTS}
+    output_names = {name: settings.topic(name) for name in OUTPUTS}
+
+    async def send_confirmed(emits: list[Emit]) -> None:
+        """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
+        than that here: a SIGKILL then lost outputs whose slots were already written)."""
+        producer = app.producer
+        pending = [
+            await producer.send(output_names[e.topic], e.key.encode(), encode_record(e.record), None, None, None)
+            for e in emits
+        ]
+        await asyncio.gather(*pending)
+
+    async def send_dead_letter(message: InputMessage, error: DecodeError) -> None:
+        await send_confirmed([dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix)])
 
     # -- tables -----------------------------------------------------------------------------------------------------
     # Keyed by thread id with the same bytes and partitioner as the input topics, so `use_partitioner` puts each
@@ -91,6 +102,9 @@ def build(settings: Settings) -> Topology:
     thread_slots = app.Table("thread-slots", partitions=partitions, use_partitioner=True, default=None, **RAW)
     policies = app.GlobalTable("policies", partitions=partitions, default=None, **RAW)
     policy_cache: dict[bytes, ThresholdPolicy] = {}
+    # The engine agent and the timer both read-modify-write slots, and publishing awaits Kafka in between:
+    # without this lock a tick computed from an old slot could overwrite a batch's newer one.
+    slot_writers = asyncio.Lock()
 
     def policy_for(project_id: str) -> ThresholdPolicy:
         raw = policies.get(project_id.encode()) or policies.get(DEFAULT_POLICY_PROJECT_ID.encode())
@@ -105,10 +119,17 @@ def build(settings: Settings) -> Topology:
         return SLOT_CODEC.decode(raw) if raw is not None else None
 
     async def publish(result: BatchResult) -> None:
+        """Outputs first, confirmed, then the slots that produced them, confirmed; only then are inputs acked.
+
+        A crash anywhere in between replays the batch: outputs repeat with the same ids, and nothing is lost. The
+        other order could persist a slot whose outputs never left, and its replay would then emit nothing. Faust's
+        own flush before committing offsets gives up on its buffer after 0.1 s, so we wait for delivery ourselves.
+        """
+        await send_confirmed(result.emits)
         for thread_id, slot in result.slots.items():
             thread_slots[thread_id.encode()] = encode_record(slot)
-        for emit in result.emits:
-            await outputs[emit.topic].send(key=emit.key.encode(), value=encode_record(emit.record))
+        if result.slots:
+            await _delivered(app)
 
     # -- agents -----------------------------------------------------------------------------------------------------
     @app.agent(topic("alert-commands"), name="route_alert_commands")
@@ -117,11 +138,11 @@ def build(settings: Settings) -> Topology:
         async for event in stream.events():
             message = _message(event, prefix)
             try:
-                command = Codec(AlertCommand).decode(message.value)
+                command = ALERT_COMMAND_CODEC.decode(message.value)
             except DecodeError as error:
-                await _send_dead_letter(outputs, message, error, prefix)
+                await send_dead_letter(message, error)
                 continue
-            await outputs[ALERT_COMMANDS_BY_THREAD].send(key=command.thread_id.encode(), value=message.value)
+            await send_confirmed([Emit(ALERT_COMMANDS_BY_THREAD, command.thread_id, command)])
 
     @app.agent(topic("policies"), name="load_policies")
     async def load_policies(stream: faust.StreamT) -> None:
@@ -133,25 +154,43 @@ def build(settings: Settings) -> Topology:
                 if message.key != policy.project_id.encode():
                     raise DecodeError("key_mismatch", f"key {message.key!r} is not project {policy.project_id!r}")
             except DecodeError as error:
-                await _send_dead_letter(outputs, message, error, prefix)
+                await send_dead_letter(message, error)
                 continue
             policies[message.key] = message.value
+            await _delivered(app)  # the event is acked when this returns: its changelog record must be in Kafka
 
     @app.agent(topic(*ENGINE_INPUTS), name="thread_engine")
     async def thread_engine(stream: faust.StreamT) -> None:
         async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+            # take_events acks the whole batch in a `finally`, even when the agent is cancelled mid-batch (on a
+            # rebalance or shutdown), which would commit offsets of records never published. Holding one more
+            # reference per message makes that ack a no-op unless ours follows a completed publish.
+            for event in events:
+                event.message.incref()
             messages = [_message(event, prefix) for event in events]
-            result = process_batch(messages, load_slot, policy_for, datetime.now(UTC), config, prefix)
-            await publish(result)
+            async with slot_writers:
+                result = process_batch(messages, load_slot, policy_for, datetime.now(UTC), config, prefix)
+                await publish(result)
+            for event in events:
+                await stream.ack(event)
 
     @app.timer(settings.tick_seconds, name="tick_threads")
     async def tick_threads() -> None:
-        if app.rebalancing:
-            return
-        result = tick_all(_owned_slots(app, thread_slots, settings), datetime.now(UTC), config)
-        await publish(result)
+        async with slot_writers:
+            if app.rebalancing:
+                return
+            result = tick_all(_owned_slots(app, thread_slots, settings), datetime.now(UTC), config)
+            await publish(result)
 
     return Topology(app=app, settings=settings)
+
+
+async def _delivered(app: faust.App) -> None:
+    """Wait until every record handed to the producer (table changelogs included) is acknowledged by Kafka."""
+    buffer = app.producer.buffer
+    while buffer.size:
+        await buffer.flush()
+    await app.producer.flush()
 
 
 def _message(event: faust.EventT, prefix: str) -> InputMessage:
@@ -163,11 +202,6 @@ def _message(event: faust.EventT, prefix: str) -> InputMessage:
         key=message.key,
         value=message.value,
     )
-
-
-async def _send_dead_letter(outputs: dict, message: InputMessage, error: DecodeError, prefix: str) -> None:
-    emit = dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix)
-    await outputs[emit.topic].send(key=emit.key.encode(), value=encode_record(emit.record))
 
 
 def _owned_slots(app: faust.App, table: faust.Table, settings: Settings) -> Iterator[tuple[str, ThreadSlot]]:
