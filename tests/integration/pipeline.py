@@ -1,0 +1,141 @@
+"""Helpers to drive the real pipeline in tests: worker processes, a producer, and a collector of output topics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from schemas import Record
+from schemas.codec import encode_record
+from streams.settings import Settings
+
+OUTPUT_TOPICS = ("thread-state", "context-events", "alerts", "master-actions", "client-events", "deadletter")
+
+
+class WorkerProcess:
+    """`ctxbudget run` against the test broker, in its own process so it can be killed like a real one."""
+
+    def __init__(self, settings: Settings, data_dir: Path, **overrides: str) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_")}
+        self.env.update(
+            CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS=str(settings.kafka_bootstrap_servers),
+            CTXBUDGET_TOPIC_PREFIX=settings.topic_prefix,
+            CTXBUDGET_TOPIC_PARTITIONS=str(settings.topic_partitions),
+            CTXBUDGET_APP_ID=settings.app_id,
+            CTXBUDGET_DATA_DIR=str(data_dir),
+            CTXBUDGET_KAFKA_CACHE_DIR=str(settings.kafka_cache_dir),
+            **overrides,
+        )
+        self.log = data_dir / "worker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streams", "run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final commit, no flush."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout: float = 60) -> int:
+        """Ctrl-C, as an operator would; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+async def produce(settings: Settings, records: list[tuple[str, bytes | str, bytes | Record]]) -> None:
+    """Send (topic, key, value) in order and wait for every acknowledgement."""
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_idempotence=True, acks="all")
+    await producer.start()
+    try:
+        for topic, key, value in records:
+            payload = value if isinstance(value, bytes) else encode_record(value)
+            raw_key = key.encode() if isinstance(key, str) else key
+            await producer.send_and_wait(settings.topic(topic), payload, key=raw_key)
+    finally:
+        await producer.stop()
+
+
+class Outputs:
+    """Collects every output record in the background, decoded as JSON, in per-partition order."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.records: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Outputs:
+        self._consumer = AIOKafkaConsumer(
+            *(self.settings.topic(t) for t in OUTPUT_TOPICS),
+            bootstrap_servers=self.settings.kafka_bootstrap_servers,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            metadata_max_age_ms=1000,
+        )
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._collect())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        assert self._consumer is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self._consumer.stop()
+
+    async def _collect(self) -> None:
+        assert self._consumer is not None
+        prefix = self.settings.topic_prefix
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=200)
+            for tp, messages in batches.items():
+                for message in messages:
+                    self.records[tp.topic.removeprefix(prefix)].append(json.loads(message.value))
+
+    async def wait_for(self, condition: Callable[[Outputs], bool], within: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + within
+        while not condition(self):
+            if time.monotonic() > deadline:
+                counts = {topic: len(records) for topic, records in self.records.items()}
+                raise AssertionError(f"timed out waiting for {what or condition}; collected {counts}")
+            await asyncio.sleep(0.1)
+
+    def latest_states(self) -> dict[str, dict[str, Any]]:
+        """The newest thread-state per thread (compacted-topic semantics)."""
+        latest: dict[str, dict[str, Any]] = {}
+        for state in self.records["thread-state"]:
+            latest[state["thread_id"]] = state
+        return latest
+
+    def of_thread(self, topic: str, thread_id: str) -> list[dict[str, Any]]:
+        return [r for r in self.records[topic] if r.get("thread_id") == thread_id]

@@ -1,0 +1,60 @@
+"""Every kind of bad input, mixed into a valid stream, lands in deadletter with its reason and exact bytes."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+
+import pytest
+
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.integration.pipeline import Outputs, WorkerProcess, produce
+from tests.unit.engine.builders import snapshot
+from tests.unit.test_schemas_invalid import EVENT_CASES, SNAPSHOT_CASES
+
+pytestmark = pytest.mark.kafka
+
+
+async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Settings, tmp_path: Path) -> None:
+    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
+    await ensure_topics(settings)
+    bad = [("snapshots", "thread-abc", data, reason) for _, data, reason, _ in SNAPSHOT_CASES]
+    bad += [("session-events", "thread-abc", data, "validation_error") for _, data, _ in EVENT_CASES]
+    bad += [
+        ("snapshots", "someone-else", snapshot(50, thread="thread-abc", version=999).model_dump_json().encode(),
+         "key_mismatch"),
+        ("handoff-packages", "thread-abc", b'{"handoff_package_id": "hp"}', "validation_error"),
+        ("alert-commands", "a-1", b"not json", "invalid_json"),
+        ("policies", "proj-x", b'{"project_id": "proj-x", "safe_min_pct": 10, "watch_min_pct": 50}',
+         "validation_error"),
+    ]  # fmt: skip
+    good = [snapshot(pct, thread="thread-ok", version=i + 1, seconds=i) for i, pct in enumerate((80, 50, 30))]
+    records: list[tuple[str, str, bytes]] = []
+    for i, (topic, key, data, _) in enumerate(bad):
+        records.append((topic, key, data))
+        if i % 10 == 0 and good:
+            s = good.pop(0)
+            records.append(("snapshots", s.thread_id, s.model_dump_json().encode()))
+    records += [("snapshots", s.thread_id, s.model_dump_json().encode()) for s in good]
+
+    worker = WorkerProcess(settings, tmp_path / "worker").start()
+    try:
+        async with Outputs(settings) as outputs:
+            await produce(settings, records)
+            await outputs.wait_for(lambda o: len(o.records["deadletter"]) >= len(bad), what="every dead letter")
+            await outputs.wait_for(
+                lambda o: o.latest_states().get("thread-ok", {}).get("context_budget_remaining_pct") == 30,
+                what="valid records processed",
+            )
+            letters = outputs.records["deadletter"]
+            assert len(letters) == len(bad)
+            got = sorted(
+                (d["source_topic"], base64.urlsafe_b64decode(d["original_value"]), d["reason"]) for d in letters
+            )
+            assert got == sorted((settings.topic(t), data, reason) for t, _, data, reason in bad)
+            assert all(d["detail"] for d in letters)
+            assert set(outputs.latest_states()) == {"thread-ok"}  # nothing bad reached a thread's state
+    finally:
+        assert worker.stop() == 0, worker.output()
