@@ -307,7 +307,8 @@ class LocalKafka:
     def _format_storage(self, libs: Path, config: Path) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         result = subprocess.run(
-            [*self._java(libs), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            # `=` form: a base64url id may start with "-", which argparse would take for an option
+            [*self._java(libs), "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)],
             capture_output=True,
             text=True,
             check=False,
