@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import faust
 
+from streams import faust_fixes
 from streams.settings import Settings
 from streams.topics import MAX_MESSAGE_BYTES
 
 
 def create_app(settings: Settings) -> faust.App:
+    faust_fixes.apply()
     if not settings.kafka_bootstrap_servers:
         raise ValueError("kafka_bootstrap_servers is not set (start one with `ctxbudget kafka up`)")
     datadir = settings.resolved_data_dir / "faust"

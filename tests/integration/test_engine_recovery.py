@@ -28,10 +28,9 @@ pytestmark = pytest.mark.kafka
 
 # Known defect, kept visible rather than hidden: across a consumer-group rebalance that leaves a worker some of its
 # partitions (a restarted worker joining while the killed member's session has not expired; a second worker joining
-# or leaving), some input records are occasionally never applied: a few snapshot events go missing and some work-fact
-# or handoff updates are not reflected. Single-worker runs without rebalances converge every time (see the scenario
-# and dead-letter tests). Investigated in the closing note of issue 3; these tests pass in most runs and must become
-# strict again once the state layer no longer depends on Faust's rebalance handling.
+# or leaving), some input records were occasionally never applied. streams/faust_fixes.py corrects one cause (Faust
+# committing past an unacknowledged record); with it most runs pass, but not all yet. Single-worker runs without
+# rebalances converge every time (the scenario and dead-letter tests). These must become strict once fixed.
 REBALANCE_DEFECT = pytest.mark.xfail(
     reason="records are occasionally not applied across a Faust rebalance (issue 3, known defect)", strict=False
 )
