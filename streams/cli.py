@@ -136,6 +136,7 @@ def simulate(
 ) -> None:
     """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka."""
     import asyncio
+    from datetime import UTC, datetime
 
     from streams.simulator import SimulationConfig, generate, produce
     from streams.topics import ensure_topics
@@ -150,6 +151,7 @@ def simulate(
             raise typer.Exit(1)
         settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
     config = SimulationConfig(
+        start=datetime.now(UTC),  # live traffic: package TTLs and forecasts are measured against the wall clock
         threads=threads,
         projects=projects,
         turns_per_thread=turns,

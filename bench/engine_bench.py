@@ -1,0 +1,169 @@
+"""Engine throughput, printed as figures with baselines measured in the same run (machines here are noisy).
+
+    .venv/bin/python bench/engine_bench.py [--threads 200] [--turns 60] [--bootstrap HOST:PORT]
+
+1. In process: the pure batch function (decode, fold, slot encode/decode, output building) against the baseline of
+   only decoding the same records with the schema codecs.
+2. On a broker (`--bootstrap`, or the local one from `ctxbudget kafka up`): one worker process draining a backlog of
+   simulator traffic, against the raw aiokafka consume-and-produce ceiling on the same broker and records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from schemas import DEFAULT_POLICY
+from streams.engine.batch import SLOT_CODEC, InputMessage, _decode, process_batch
+from streams.engine.config import EngineConfig
+from streams.engine.fold import ThreadSlot
+from streams.settings import Settings
+from streams.simulator import SimRecord, SimulationConfig, generate, produce
+from streams.topics import ensure_topics
+
+BATCH = 2000
+
+
+def in_process(records: list[SimRecord]) -> None:
+    messages = [InputMessage(r.topic, 0, i, r.key, r.value) for i, r in enumerate(records)]
+    started = time.perf_counter()
+    for message in messages:
+        with contextlib.suppress(ValueError):
+            _decode(message)
+    decode_only = len(messages) / (time.perf_counter() - started)
+
+    stored: dict[str, bytes] = {}
+
+    def load(thread_id: str) -> ThreadSlot | None:
+        raw = stored.get(thread_id)
+        return SLOT_CODEC.decode(raw) if raw is not None else None
+
+    config = EngineConfig()
+    started = time.perf_counter()
+    outputs = 0
+    for start in range(0, len(messages), BATCH):
+        result = process_batch(messages[start : start + BATCH], load, lambda _: DEFAULT_POLICY, datetime.now(UTC),
+                               config, "")  # fmt: skip
+        stored.update({t: SLOT_CODEC.encode(s) for t, s in result.slots.items()})
+        outputs += len(result.emits)
+    engine = len(messages) / (time.perf_counter() - started)
+    print(f"in-process: {len(messages)} records, {outputs} outputs")
+    print(f"  decode only (baseline) {decode_only:10.0f} records/s")
+    print(f"  engine batch function  {engine:10.0f} records/s  ({engine / decode_only:.2f}x of decode only)")
+
+
+async def _backlog(settings: Settings, records: list[SimRecord]) -> int:
+    await ensure_topics(settings)
+    return await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix)
+
+
+async def _end_offsets(settings: Settings, topics: list[str]) -> dict:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(settings.topic_partitions)]
+        return await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+
+
+async def _committed(settings: Settings) -> dict:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        return await admin.list_consumer_group_offsets(settings.app_id)
+    finally:
+        await admin.close()
+
+
+async def raw_ceiling(settings: Settings, topics: list[str], total: int) -> float:
+    """Consume every input record and produce one record per input: the floor cost of any Kafka processor."""
+    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=settings.kafka_bootstrap_servers,
+                                auto_offset_reset="earliest", group_id=f"ceiling-{uuid.uuid4().hex[:6]}")  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, linger_ms=5)
+    await consumer.start()
+    await producer.start()
+    seen = 0
+    started = time.perf_counter()
+    try:
+        while seen < total:
+            batches = await consumer.getmany(timeout_ms=500, max_records=BATCH)
+            for records in batches.values():
+                for record in records:
+                    await producer.send(settings.topic("context-events"), record.value, key=record.key)
+                seen += len(records)
+        await producer.flush()
+        await consumer.commit()
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return seen / (time.perf_counter() - started)
+
+
+async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
+    sent = await _backlog(settings, records)
+    inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
+    ends = await _end_offsets(settings, inputs)
+    ceiling = await raw_ceiling(settings, inputs, sent)
+
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-"))
+    env = {
+        "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": str(settings.kafka_bootstrap_servers),
+        "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
+        "CTXBUDGET_TOPIC_PARTITIONS": str(settings.topic_partitions),
+        "CTXBUDGET_APP_ID": settings.app_id,
+        "CTXBUDGET_DATA_DIR": str(data_dir),
+        "PATH": "/usr/bin:/bin",
+    }
+    worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
+        [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )  # fmt: skip
+    try:
+        started = None
+        while True:
+            await asyncio.sleep(0.5)
+            committed = await _committed(settings)
+            if started is None and any(v.offset > 0 for v in committed.values()):
+                started = time.perf_counter()  # first commit: the worker is up and consuming
+            if started is not None and all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
+                break
+        elapsed = time.perf_counter() - started
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    rate = sent / elapsed
+    print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
+    print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
+    print(f"  one engine worker (after start-up)   {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--bootstrap", default=None)
+    args = parser.parse_args()
+    records = list(generate(SimulationConfig(threads=args.threads, turns_per_thread=args.turns, seed=1)))
+    in_process(records)
+    bootstrap = args.bootstrap or Settings().kafka_bootstrap_servers
+    if bootstrap:
+        settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
+                            app_id=f"bench-{uuid.uuid4().hex[:6]}")  # fmt: skip
+        asyncio.run(on_broker(settings, records))
+    else:
+        print("on the broker: skipped (give --bootstrap, or start one with `ctxbudget kafka up`)")
+
+
+if __name__ == "__main__":
+    main()
