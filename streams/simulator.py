@@ -20,7 +20,6 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaProducer
 
 from schemas import (
-    DEFAULT_POLICY,
     SESSION_EVENT_ADAPTER,
     Codec,
     CompactionCompleted,
@@ -34,6 +33,7 @@ from schemas import (
     WorkFact,
     WorkFactChanged,
 )
+from streams.engine.levels import classify_level  # workers report with the spec's default thresholds
 
 SNAPSHOTS = "snapshots"
 SESSION_EVENTS = "session-events"
@@ -140,17 +140,6 @@ class _Thread:
         return [f"src/{module}.py" for module in self.modules]
 
 
-def _level(pct: float) -> ContextBudgetLevel:
-    """The level a worker reports under the default thresholds of spec 4."""
-    if pct >= DEFAULT_POLICY.safe_min_pct:
-        return ContextBudgetLevel.SAFE
-    if pct >= DEFAULT_POLICY.watch_min_pct:
-        return ContextBudgetLevel.WATCH
-    if pct >= DEFAULT_POLICY.urgent_min_pct:
-        return ContextBudgetLevel.URGENT
-    return ContextBudgetLevel.CRITICAL
-
-
 def _tokens_used(pct: float) -> int:
     return int(_WINDOW_TOKENS * (100 - pct) / 100)
 
@@ -248,7 +237,7 @@ class _Fleet:
     def _turn(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         yield from self._burn(thread, now)
         yield from self._facts(thread, now)
-        level = _level(thread.pct)
+        level = classify_level(thread.pct)
         if level is ContextBudgetLevel.CRITICAL:
             yield from self._package_to(thread, PackageStatus.READY, now)
         elif level is ContextBudgetLevel.URGENT:
@@ -363,7 +352,7 @@ class _Fleet:
         version = thread.versions.get(source, 0) + 1
         thread.versions[source] = version
         pct = round(pct, 1)
-        level = _level(pct)
+        level = classify_level(pct)
         reported = level
         if self.rng.random() < self.config.mismatch_rate:
             reported = self.rng.choice([other for other in ContextBudgetLevel if other is not level])

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from schemas import (
-    DEFAULT_POLICY,
     SESSION_EVENT_ADAPTER,
     Codec,
     CompactionCompleted,
@@ -45,13 +44,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def expected_level(pct: float) -> ContextBudgetLevel:
-    if pct >= DEFAULT_POLICY.safe_min_pct:
-        return ContextBudgetLevel.SAFE
-    if pct >= DEFAULT_POLICY.watch_min_pct:
-        return ContextBudgetLevel.WATCH
-    if pct >= DEFAULT_POLICY.urgent_min_pct:
-        return ContextBudgetLevel.URGENT
-    return ContextBudgetLevel.CRITICAL
+    """Spec 4's default bands, written out independently of the code under test."""
+    return (
+        ContextBudgetLevel.SAFE
+        if pct >= 60
+        else ContextBudgetLevel.WATCH
+        if pct >= 40
+        else ContextBudgetLevel.URGENT
+        if pct >= 25
+        else ContextBudgetLevel.CRITICAL
+    )
 
 
 def digest(records: list[SimRecord]) -> str:
