@@ -24,7 +24,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from schemas import DEFAULT_POLICY
 from streams.engine.batch import SLOT_CODEC, InputMessage, _decode, process_batch
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
@@ -53,7 +52,7 @@ def in_process(records: list[SimRecord]) -> None:
     started = time.perf_counter()
     outputs = 0
     for start in range(0, len(messages), BATCH):
-        result = process_batch(messages[start : start + BATCH], load, lambda _: DEFAULT_POLICY, datetime.now(UTC),
+        result = process_batch(messages[start : start + BATCH], load, {}.get, datetime.now(UTC),
                                config, "")  # fmt: skip
         stored.update({t: SLOT_CODEC.encode(s) for t, s in result.slots.items()})
         outputs += len(result.emits)

@@ -113,7 +113,7 @@ def _run_worker(settings: Settings) -> None:
     applied = apply(client)
     typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
     typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
-    worker = faust.Worker(build(settings).app, loglevel=settings.log_level, quiet=True)
+    worker = faust.Worker(build(settings), loglevel=settings.log_level, quiet=True)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:

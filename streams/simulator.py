@@ -33,11 +33,8 @@ from schemas import (
     WorkFact,
     WorkFactChanged,
 )
+from streams.engine.batch import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
 from streams.engine.levels import classify_level  # workers report with the spec's default thresholds
-
-SNAPSHOTS = "snapshots"
-SESSION_EVENTS = "session-events"
-HANDOFF_PACKAGES = "handoff-packages"
 
 RecordKind = Literal["valid", "duplicate", "late", "invalid"]
 

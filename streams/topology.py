@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import faust
 from aiokafka.partitioner import murmur2
 
-from schemas import DEFAULT_POLICY, Codec, DecodeError, ThresholdPolicy
+from schemas import Codec, DecodeError, ThresholdPolicy
 from schemas.codec import encode_record
-from schemas.policy import DEFAULT_POLICY_PROJECT_ID
 from streams.app import create_app
 from streams.engine.batch import (
     ALERT_COMMAND_CODEC,
     ALERT_COMMANDS_BY_THREAD,
+    HANDOFF_PACKAGES,
+    SESSION_EVENTS,
     SLOT_CODEC,
+    SNAPSHOTS,
     BatchResult,
     InputMessage,
     dead_letter,
@@ -41,7 +42,7 @@ from streams.engine.config import EngineConfig
 from streams.engine.fold import Emit, ThreadSlot
 from streams.settings import Settings
 
-ENGINE_INPUTS = ("snapshots", "session-events", "handoff-packages", ALERT_COMMANDS_BY_THREAD)
+ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD)
 OUTPUTS = (
     "thread-state",
     "context-events",
@@ -65,13 +66,7 @@ def engine_config(settings: Settings) -> EngineConfig:
     )
 
 
-@dataclass
-class Topology:
-    app: faust.App
-    settings: Settings
-
-
-def build(settings: Settings) -> Topology:
+def build(settings: Settings) -> faust.App:
     app = create_app(settings)
     config = engine_config(settings)
     prefix = settings.topic_prefix
@@ -106,10 +101,10 @@ def build(settings: Settings) -> Topology:
     # without this lock a tick computed from an old slot could overwrite a batch's newer one.
     slot_writers = asyncio.Lock()
 
-    def policy_for(project_id: str) -> ThresholdPolicy:
-        raw = policies.get(project_id.encode()) or policies.get(DEFAULT_POLICY_PROJECT_ID.encode())
+    def lookup_policy(project_id: str) -> ThresholdPolicy | None:
+        raw = policies.get(project_id.encode())
         if raw is None:
-            return DEFAULT_POLICY
+            return None
         if raw not in policy_cache:
             policy_cache[raw] = POLICY_CODEC.decode(raw)  # validated before it was stored
         return policy_cache[raw]
@@ -169,7 +164,7 @@ def build(settings: Settings) -> Topology:
                 event.message.incref()
             messages = [_message(event, prefix) for event in events]
             async with slot_writers:
-                result = process_batch(messages, load_slot, policy_for, datetime.now(UTC), config, prefix)
+                result = process_batch(messages, load_slot, lookup_policy, datetime.now(UTC), config, prefix)
                 await publish(result)
             for event in events:
                 await stream.ack(event)
@@ -182,7 +177,7 @@ def build(settings: Settings) -> Topology:
             result = tick_all(_owned_slots(app, thread_slots, settings), datetime.now(UTC), config)
             await publish(result)
 
-    return Topology(app=app, settings=settings)
+    return app
 
 
 async def _delivered(app: faust.App) -> None:

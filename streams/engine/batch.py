@@ -7,7 +7,6 @@ of its records the batch held.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +23,7 @@ from schemas import (
     ThresholdPolicy,
     WorkFactChanged,
 )
+from schemas.policy import DEFAULT_POLICY_PROJECT_ID
 from streams.engine.config import EngineConfig
 from streams.engine.fold import (
     Emit,
@@ -36,6 +36,7 @@ from streams.engine.fold import (
     apply_work_fact,
     tick,
 )
+from streams.engine.levels import policy_for
 
 SNAPSHOTS = "snapshots"
 SESSION_EVENTS = "session-events"
@@ -66,7 +67,6 @@ class BatchResult:
     slots: dict[str, ThreadSlot] = field(default_factory=dict)
     """Changed slots by thread id: write these to the table."""
     emits: list[Emit] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
 
 
 def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
@@ -129,7 +129,7 @@ def _project_of(record: object, slot: ThreadSlot | None) -> str | None:
 def process_batch(
     messages: Iterable[InputMessage],
     load: Callable[[str], ThreadSlot | None],
-    policy_for: Callable[[str], ThresholdPolicy],
+    lookup_policy: Callable[[str], ThresholdPolicy | None],
     now: datetime,
     config: EngineConfig,
     prefix: str,
@@ -141,24 +141,20 @@ def process_batch(
             decoded = _decode(message)
         except DecodeError as error:
             result.emits.append(dead_letter(message, error.reason, error.detail, now, prefix))
-            result.counts[f"deadletter:{error.reason}"] += 1
             continue
         if decoded is None:
-            result.counts["ignored"] += 1
             continue
         thread_id, record = decoded
         if message.key != thread_id.encode():
             # A record keyed by something else lands on a partition that does not own its thread's state.
             detail = f"key {message.key!r} is not the record's thread {thread_id!r}"
             result.emits.append(dead_letter(message, "key_mismatch", detail, now, prefix))
-            result.counts["deadletter:key_mismatch"] += 1
             continue
         if thread_id not in slots:
             slots[thread_id] = load(thread_id)
         slot = slots[thread_id]
-        project = _project_of(record, slot)
-        step = _fold(slot, record, policy_for(project) if project else policy_for("*"), now, config)
-        result.counts[step.verdict.value if step.verdict else message.topic] += 1
+        policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
+        step = _fold(slot, record, policy, now, config)
         if step.slot is not None:
             slots[thread_id] = result.slots[thread_id] = step.slot
         result.emits.extend(step.emits)

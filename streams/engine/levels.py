@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from schemas import DEFAULT_POLICY, DEFAULT_POLICY_PROJECT_ID, ContextBudgetLevel, ThresholdPolicy
 from streams.engine.config import EngineConfig
@@ -26,9 +26,9 @@ def classify_level(pct: float, policy: ThresholdPolicy = DEFAULT_POLICY) -> Cont
     return ContextBudgetLevel.CRITICAL
 
 
-def policy_for(project_id: str, policies: Mapping[str, ThresholdPolicy]) -> ThresholdPolicy:
-    """The project's own policy, else the `*` default, else spec 4's defaults."""
-    return policies.get(project_id) or policies.get(DEFAULT_POLICY_PROJECT_ID) or DEFAULT_POLICY
+def policy_for(project_id: str, lookup: Callable[[str], ThresholdPolicy | None]) -> ThresholdPolicy:
+    """The project's own policy, else the `*` default, else spec 4's defaults (`lookup` is e.g. `dict.get`)."""
+    return lookup(project_id) or lookup(DEFAULT_POLICY_PROJECT_ID) or DEFAULT_POLICY
 
 
 def report_interval_seconds(level: ContextBudgetLevel, config: EngineConfig) -> int:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from schemas import DEFAULT_POLICY
 from streams.engine.batch import InputMessage, process_batch
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
@@ -64,7 +63,7 @@ def reference(records: list[SimRecord]) -> Expected:
     result = process_batch(
         messages,
         slots.get,
-        lambda _: DEFAULT_POLICY,
+        {}.get,
         datetime.now(UTC),
         EngineConfig(stale_factor=100000, handoff_ttl=timedelta(seconds=1e9)),
         "",

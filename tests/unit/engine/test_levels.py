@@ -43,11 +43,11 @@ def test_less_budget_is_never_a_healthier_level(a: float, b: float) -> None:
 def test_project_policy_overrides_the_default_and_unknown_projects_get_it() -> None:
     strict = ThresholdPolicy(project_id="proj-hw", safe_min_pct=80, watch_min_pct=60, urgent_min_pct=45)
     policies = {"proj-hw": strict}
-    assert classify_level(70, policy_for("proj-hw", policies)) is L.WATCH
-    assert classify_level(70, policy_for("proj-other", policies)) is L.SAFE
-    assert policy_for("proj-other", {}) is DEFAULT_POLICY
+    assert classify_level(70, policy_for("proj-hw", policies.get)) is L.WATCH
+    assert classify_level(70, policy_for("proj-other", policies.get)) is L.SAFE
+    assert policy_for("proj-other", {}.get) is DEFAULT_POLICY
     fleet_default = ThresholdPolicy(project_id="*", safe_min_pct=70)
-    assert policy_for("proj-other", {"*": fleet_default}) is fleet_default
+    assert policy_for("proj-other", {"*": fleet_default}.get) is fleet_default
 
 
 def test_report_cadence_is_spec_5_1() -> None:
