@@ -84,7 +84,268 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    # Latest state, one row per key once merged; readers use FINAL. `version` is the source record's Kafka offset
+    # (sinks/tables.py says why). The dedup window lets a retried batch's token drop it here too.
+    Migration(
+        2,
+        "latest-state tables: threads, alerts, handoff packages, conversations, project risk, policies",
+        (
+            """
+            CREATE TABLE IF NOT EXISTS thread_context_latest
+            (
+                thread_id String,
+                project_id LowCardinality(String),
+                task_id Nullable(String),
+                node_id LowCardinality(String),
+                worker_id LowCardinality(String),
+                source_kind LowCardinality(String),
+                snapshot_id String,
+                snapshot_version UInt64,
+                captured_at DateTime64(3, 'UTC'),
+                context_budget_remaining_pct Float32,
+                context_budget_level LowCardinality(String),
+                reported_level LowCardinality(String),
+                compaction_expected_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_earliest_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_latest_at Nullable(DateTime64(3, 'UTC')),
+                estimated_remaining_turns Nullable(UInt32),
+                estimated_remaining_large_messages Nullable(UInt32),
+                last_compaction_at Nullable(DateTime64(3, 'UTC')),
+                last_compaction_trigger_mode LowCardinality(Nullable(String)),
+                compaction_count UInt32,
+                must_finish_before_compaction Bool,
+                worker_must_finish Bool,
+                active_work_facts Array(LowCardinality(String)),
+                next_required_report_in_seconds UInt32,
+                report_deadline_at DateTime64(3, 'UTC'),
+                stale Bool,
+                compaction_risk_open Bool,
+                critical_since Nullable(DateTime64(3, 'UTC')),
+                open_alert_ids Array(String),
+                handoff_package_id Nullable(String),
+                handoff_package_status LowCardinality(Nullable(String)),
+                due_actions Array(LowCardinality(String)),
+                wrap_up_requested Bool,
+                compaction_unprepared Bool,
+                level_mismatches UInt32,
+                projected_tokens Nullable(UInt32),
+                sampled_tokens Nullable(UInt32),
+                sampled_at Nullable(DateTime64(3, 'UTC')),
+                context_window_tokens Nullable(UInt32),
+                latest_manifest String DEFAULT '' CODEC(ZSTD),
+                updated_at DateTime64(3, 'UTC'),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY thread_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS thread_context_alerts
+            (
+                alert_id String,
+                thread_id String,
+                project_id LowCardinality(String),
+                alert_type LowCardinality(String),
+                alert_status LowCardinality(String),
+                opened_at DateTime64(3, 'UTC'),
+                acked_at Nullable(DateTime64(3, 'UTC')),
+                resolved_at Nullable(DateTime64(3, 'UTC')),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY alert_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS thread_handoff_packages
+            (
+                handoff_package_id String,
+                project_id LowCardinality(String),
+                task_id Nullable(String),
+                from_thread_id String,
+                to_thread_id Nullable(String),
+                package_status LowCardinality(String),
+                summary_text String CODEC(ZSTD),
+                open_questions Array(String),
+                critical_files Array(String),
+                critical_commands Array(String),
+                critical_tests Array(String),
+                critical_artifacts Array(String),
+                decision_links Array(String),
+                created_at DateTime64(3, 'UTC'),
+                ready_at Nullable(DateTime64(3, 'UTC')),
+                consumed_at Nullable(DateTime64(3, 'UTC')),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY handoff_package_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS conversation_indicators
+            (
+                conversation_id String,
+                conversation_type LowCardinality(String),
+                project_id LowCardinality(String),
+                project_title String,
+                manual_pinned Bool,
+                latest_reply_at Nullable(DateTime64(3, 'UTC')),
+                indicator_visible Bool,
+                indicator_percent Nullable(UInt8),
+                indicator_level LowCardinality(Nullable(String)),
+                context_budget_source_node_id LowCardinality(Nullable(String)),
+                context_budget_updated_at Nullable(DateTime64(3, 'UTC')),
+                must_finish_before_compaction Bool,
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY conversation_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS project_context_risk
+            (
+                project_id String,
+                active_thread_count UInt32,
+                active_thread_contexts String CODEC(ZSTD),
+                next_compaction_risk_thread_id Nullable(String),
+                threads_requiring_handoff Array(String),
+                master_context_strategy_summary String CODEC(ZSTD),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY project_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS thread_context_threshold_policies
+            (
+                project_id String,
+                safe_min_pct Float32,
+                watch_min_pct Float32,
+                urgent_min_pct Float32,
+                updated_at Nullable(DateTime64(3, 'UTC')),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY project_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+        ),
+    ),
+    # History, partitioned by month and ordered for per-project / per-thread timelines. Retention is not part of the
+    # DDL (it is a setting; `apply_history_ttl`), so changing it never edits a released migration.
+    Migration(
+        3,
+        "history tables: context events, alert transitions, compactions, master actions; sink batch plans",
+        (
+            """
+            CREATE TABLE IF NOT EXISTS context_events
+            (
+                event_id String,
+                event_type LowCardinality(String),
+                project_id LowCardinality(String),
+                thread_id String,
+                conversation_id Nullable(String),
+                occurred_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD),
+                context_budget_remaining_pct Nullable(Float32),
+                context_budget_level LowCardinality(Nullable(String)),
+                previous_level LowCardinality(Nullable(String)),
+                snapshot_id Nullable(String),
+                reason String,
+                payload String CODEC(ZSTD)
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(occurred_at)
+            ORDER BY (project_id, thread_id, occurred_at, event_id)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS alert_transitions
+            (
+                alert_id String,
+                thread_id String,
+                project_id LowCardinality(String),
+                alert_type LowCardinality(String),
+                alert_status LowCardinality(String),
+                opened_at DateTime64(3, 'UTC'),
+                acked_at Nullable(DateTime64(3, 'UTC')),
+                resolved_at Nullable(DateTime64(3, 'UTC')),
+                transitioned_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD)
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(transitioned_at)
+            ORDER BY (project_id, thread_id, alert_id, transitioned_at)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS compaction_events
+            (
+                event_id String,
+                thread_id String,
+                project_id LowCardinality(String),
+                trigger_mode LowCardinality(String),
+                model LowCardinality(Nullable(String)),
+                started_at Nullable(DateTime64(3, 'UTC')),
+                completed_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD),
+                tokens_before Nullable(UInt32),
+                tokens_after Nullable(UInt32),
+                summary_token_count Nullable(UInt32),
+                handoff_ready Bool
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(completed_at)
+            ORDER BY (project_id, thread_id, completed_at, event_id)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS master_actions
+            (
+                action_id String,
+                thread_id String,
+                project_id LowCardinality(String),
+                context_budget_level LowCardinality(String),
+                actions Array(LowCardinality(String)),
+                reason String,
+                issued_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD),
+                checklist String CODEC(ZSTD)
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(issued_at)
+            ORDER BY (project_id, thread_id, issued_at, action_id)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            # The sinks' offset ranges, recorded before each insert so a restarted sink cuts the same batches (and
+            # tokens). Needed only until the offsets are committed; a week covers any outage worth replaying.
+            """
+            CREATE TABLE IF NOT EXISTS sink_batches
+            (
+                topic LowCardinality(String),
+                partition UInt32,
+                first_offset UInt64,
+                last_offset UInt64,
+                planned_at DateTime64(3, 'UTC')
+            )
+            ENGINE = ReplacingMergeTree
+            ORDER BY (topic, partition, first_offset)
+            TTL toDateTime(planned_at) + INTERVAL 7 DAY
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+        ),
+    ),
 )
+
+HISTORY_TIME_COLUMNS: dict[str, str] = {
+    "thread_context_snapshots": "captured_at",
+    "context_events": "occurred_at",
+    "alert_transitions": "transitioned_at",
+    "compaction_events": "completed_at",
+    "master_actions": "issued_at",
+    "deadletter": "received_at",
+}
+"""History tables and the time column they are partitioned and expired by."""
+DEFAULT_HISTORY_TTL_DAYS = 365
 
 
 def _ensure_migrations_table(client: Client) -> None:
@@ -129,3 +390,33 @@ def migrate(client: Client, migrations: tuple[Migration, ...] = MIGRATIONS) -> l
             column_names=["version", "name", "checksum", "applied_at"],
         )
     return pending
+
+
+def apply_history_ttl(client: Client, days: int | None = DEFAULT_HISTORY_TTL_DAYS) -> list[str]:
+    """Expire history rows older than `days` (None keeps them forever); return the tables whose TTL changed.
+
+    Only a table whose TTL differs is altered: a changed TTL rewrites TTL info of every part, so this stays a no-op on
+    every start with an unchanged setting.
+    """
+    changed = []
+    for table, column in HISTORY_TIME_COLUMNS.items():
+        current = _ttl_clause(client, table)
+        wanted = None if days is None else f"toDateTime({column}) + toIntervalDay({days})"
+        if current == wanted:
+            continue
+        if wanted is None:
+            client.command(f"ALTER TABLE {table} REMOVE TTL")
+        else:
+            client.command(f"ALTER TABLE {table} MODIFY TTL toDateTime({column}) + INTERVAL {int(days)} DAY")
+        changed.append(table)
+    return changed
+
+
+def _ttl_clause(client: Client, table: str) -> str | None:
+    """The table's TTL expression as ClickHouse normalised it, or None."""
+    engine_full = client.query(
+        "SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = {t:String}",
+        parameters={"t": table},
+    ).result_rows[0][0]
+    _, found, rest = engine_full.partition(" TTL ")
+    return rest.partition(" SETTINGS ")[0].strip() if found else None

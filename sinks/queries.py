@@ -1,0 +1,64 @@
+"""Read helpers over the latest-state tables for the BFF: one row per key, always (FINAL), parameterised queries only.
+
+ReplacingMergeTree collapses a key's versions only when parts merge, so every read here uses FINAL. A filter on a
+column that changes between versions (an alert's status) is applied outside the FINAL subquery: inside it could
+match an older version of a row whose newest version no longer matches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from sinks.rows import VERSION_COLUMN, TableSpec
+from sinks.tables import CONVERSATION_INDICATORS, PROJECT_CONTEXT_RISK, THREAD_CONTEXT_ALERTS, THREAD_CONTEXT_LATEST
+
+Row = dict[str, Any]
+MAX_PAGE = 500
+
+
+def _latest(table: TableSpec, where: str) -> str:
+    return f"SELECT * EXCEPT ({VERSION_COLUMN}) FROM {table.name} FINAL WHERE {where}"
+
+
+def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
+    return list(client.query(sql, parameters=parameters).named_results())
+
+
+def latest_thread(client: Client, thread_id: str) -> Row | None:
+    """The thread's latest context (every column of thread_context_latest), or None for an unknown thread."""
+    rows = _rows(client, _latest(THREAD_CONTEXT_LATEST, "thread_id = {thread_id:String}"), thread_id=thread_id)
+    return rows[0] if rows else None
+
+
+def project_threads(client: Client, project_id: str) -> list[Row]:
+    """The project's threads, least budget left first (the next compaction risk leads)."""
+    sql = _latest(THREAD_CONTEXT_LATEST, "project_id = {project_id:String}")
+    return _rows(client, f"{sql} ORDER BY context_budget_remaining_pct, thread_id", project_id=project_id)
+
+
+def thread_alerts(client: Client, thread_id: str, *, open_only: bool = False) -> list[Row]:
+    """The thread's alerts, oldest first; `open_only` leaves out resolved ones."""
+    sql = f"SELECT * FROM ({_latest(THREAD_CONTEXT_ALERTS, 'thread_id = {thread_id:String}')})"
+    if open_only:
+        sql += " WHERE alert_status != 'resolved'"
+    return _rows(client, f"{sql} ORDER BY opened_at, alert_id", thread_id=thread_id)
+
+
+def project_risk(client: Client, project_id: str) -> Row | None:
+    """The project's risk view (spec 6.2), `active_thread_contexts` as JSON text, or None."""
+    rows = _rows(client, _latest(PROJECT_CONTEXT_RISK, "project_id = {project_id:String}"), project_id=project_id)
+    return rows[0] if rows else None
+
+
+def conversation_indicators(client: Client, *, limit: int = 50, offset: int = 0) -> list[Row]:
+    """A page of the conversation list (spec 6.1): pinned first, then the latest reply first."""
+    if not 1 <= limit <= MAX_PAGE or offset < 0:
+        raise ValueError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
+    sql = (
+        f"SELECT * EXCEPT ({VERSION_COLUMN}) FROM {CONVERSATION_INDICATORS.name} FINAL"
+        " ORDER BY manual_pinned DESC, latest_reply_at DESC NULLS LAST, conversation_id"
+        " LIMIT {limit:UInt32} OFFSET {offset:UInt64}"
+    )
+    return _rows(client, sql, limit=limit, offset=offset)

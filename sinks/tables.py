@@ -1,0 +1,302 @@
+"""The contract tables as row specs, and which topic feeds which tables (the DDL is in `sinks.migrations`).
+
+Latest-state tables are `ReplacingMergeTree(version)` and `version` is the Kafka offset of the record the row came
+from. Every table's key lives on one partition of its source topic (the topic is keyed by it, or by the thread that
+owns it: an alert by alert_id, a package by its thread), so offsets rise strictly per key and follow the order in
+which the topic itself says the newer value came later; for the compacted topics that is exactly the record
+compaction keeps. The alternative, `updated_at` in ms, is the clock of whichever worker owned the partition: after a
+rebalance a worker whose clock is behind writes a newer state with a lower version and the row would stick; and
+alerts, packages and project views carry no single update time. Caveat: an offset is only comparable within one
+partition of one topic, so re-creating a topic or changing its partition count means rebuilding these tables from
+the compacted topics (TRUNCATE, then replay from the earliest offset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schemas import (
+    CLIENT_EVENT_ADAPTER,
+    Codec,
+    ContextAlert,
+    ContextEvent,
+    ConversationItem,
+    DeadLetter,
+    MasterActionRecord,
+    ProjectDetail,
+    ThreadContextSnapshot,
+    ThreadState,
+    ThresholdPolicy,
+)
+from sinks.records import CompactionFinished
+from sinks.rows import TableSpec, as_json, columns, optional
+
+# -- latest state: ReplacingMergeTree(version), read with FINAL -------------------------------------------------------
+
+THREAD_CONTEXT_LATEST = TableSpec(
+    "thread_context_latest",
+    columns(
+        "thread_id",
+        "project_id",
+        "task_id",
+        "node_id",
+        "worker_id",
+        "source_kind",
+        "snapshot_id",
+        "snapshot_version",
+        "captured_at",
+        "context_budget_remaining_pct",
+        "context_budget_level",
+        "reported_level",
+        "compaction_expected_at",
+        "estimated_remaining_turns",
+        "estimated_remaining_large_messages",
+        "last_compaction_at",
+        "compaction_count",
+        "must_finish_before_compaction",
+        "worker_must_finish",
+        "next_required_report_in_seconds",
+        "report_deadline_at",
+        "stale",
+        "compaction_risk_open",
+        "critical_since",
+        "due_actions",
+        "wrap_up_requested",
+        "compaction_unprepared",
+        "level_mismatches",
+        "updated_at",
+        active_work_facts=lambda s: [f.fact for f in s.work_facts if f.active],
+        open_alert_ids=lambda s: [a.alert_id for a in s.open_alerts],
+        handoff_package_id=lambda s: s.handoff and s.handoff.handoff_package_id,
+        handoff_package_status=lambda s: s.handoff and s.handoff.package_status,
+    ),
+    versioned=True,
+)
+"""The forecast band, projected and sampled tokens and latest manifest columns keep their defaults until the
+projection issue adds them to ThreadState; then they join this spec."""
+
+THREAD_CONTEXT_ALERTS = TableSpec(
+    "thread_context_alerts",
+    columns(
+        "alert_id", "thread_id", "project_id", "alert_type", "alert_status", "opened_at", "acked_at", "resolved_at"
+    ),
+    versioned=True,
+)
+
+THREAD_HANDOFF_PACKAGES = TableSpec(
+    "thread_handoff_packages",
+    columns(
+        "handoff_package_id",
+        "project_id",
+        "task_id",
+        "from_thread_id",
+        "to_thread_id",
+        "package_status",
+        "summary_text",
+        "open_questions",
+        "critical_files",
+        "critical_commands",
+        "critical_tests",
+        "critical_artifacts",
+        "decision_links",
+        "created_at",
+        "ready_at",
+        "consumed_at",
+    ),
+    versioned=True,
+)
+
+CONVERSATION_INDICATORS = TableSpec(
+    "conversation_indicators",
+    columns(
+        "conversation_id",
+        "conversation_type",
+        "project_id",
+        "project_title",
+        "manual_pinned",
+        "latest_reply_at",
+        "context_budget_source_node_id",
+        "context_budget_updated_at",
+        "must_finish_before_compaction",
+        indicator_visible=lambda c: c.context_budget_indicator.visible,
+        indicator_percent=lambda c: c.context_budget_indicator.percent,
+        indicator_level=lambda c: c.context_budget_indicator.level,
+    ),
+    versioned=True,
+)
+
+PROJECT_CONTEXT_RISK = TableSpec(
+    "project_context_risk",
+    columns(
+        "project_id",
+        "next_compaction_risk_thread_id",
+        "threads_requiring_handoff",
+        "master_context_strategy_summary",
+        active_thread_count=lambda p: len(p.active_thread_contexts),
+        active_thread_contexts=as_json("active_thread_contexts"),
+    ),
+    versioned=True,
+)
+
+THRESHOLD_POLICIES = TableSpec(
+    "thread_context_threshold_policies",
+    columns("project_id", "safe_min_pct", "watch_min_pct", "urgent_min_pct", "updated_at"),
+    versioned=True,
+)
+
+# -- history: MergeTree by month -----------------------------------------------------------------------------------
+
+THREAD_CONTEXT_SNAPSHOTS = TableSpec(
+    "thread_context_snapshots",
+    columns(
+        "snapshot_id",
+        "project_id",
+        "task_id",
+        "thread_id",
+        "node_id",
+        "worker_id",
+        "source_kind",
+        "context_budget_remaining_pct",
+        "context_budget_level",
+        "compaction_expected_at",
+        "must_finish_before_compaction",
+        "estimated_remaining_turns",
+        "estimated_remaining_large_messages",
+        "last_compaction_at",
+        "compaction_count",
+        "snapshot_version",
+        "captured_at",
+        "schema_version",
+    ),
+)
+
+CONTEXT_EVENTS = TableSpec(
+    "context_events",
+    columns(
+        "event_id",
+        "event_type",
+        "project_id",
+        "occurred_at",
+        # context events (spec 5.3) and client events (spec 6.4) share the table; the latter name no thread or level
+        thread_id=lambda e: getattr(e, "thread_id", ""),
+        conversation_id=optional("conversation_id"),
+        context_budget_remaining_pct=optional("context_budget_remaining_pct"),
+        context_budget_level=optional("context_budget_level"),
+        previous_level=optional("previous_level"),
+        snapshot_id=optional("snapshot_id"),
+        reason=lambda e: getattr(e, "reason", ""),
+        payload=as_json(),
+    ),
+)
+
+ALERT_TRANSITIONS = TableSpec(
+    "alert_transitions",
+    columns(
+        "alert_id",
+        "thread_id",
+        "project_id",
+        "alert_type",
+        "alert_status",
+        "opened_at",
+        "acked_at",
+        "resolved_at",
+        transitioned_at=lambda a: a.resolved_at or a.acked_at or a.opened_at,
+    ),
+)
+
+COMPACTION_EVENTS = TableSpec(
+    "compaction_events",
+    columns(
+        "event_id",
+        "thread_id",
+        "project_id",
+        "trigger_mode",
+        "model",
+        "started_at",
+        "completed_at",
+        "tokens_before",
+        "tokens_after",
+        "summary_token_count",
+        "handoff_ready",
+    ),
+)
+
+MASTER_ACTIONS = TableSpec(
+    "master_actions",
+    columns(
+        "action_id",
+        "thread_id",
+        "project_id",
+        "context_budget_level",
+        "actions",
+        "reason",
+        "issued_at",
+        checklist=as_json("checklist"),
+    ),
+)
+
+DEADLETTER = TableSpec(
+    "deadletter",
+    columns("received_at", "source_topic", "partition", "offset", "reason", "detail", "original_key", "original_value"),
+)
+
+TABLES: tuple[TableSpec, ...] = (
+    THREAD_CONTEXT_LATEST,
+    THREAD_CONTEXT_ALERTS,
+    THREAD_HANDOFF_PACKAGES,
+    CONVERSATION_INDICATORS,
+    PROJECT_CONTEXT_RISK,
+    THRESHOLD_POLICIES,
+    THREAD_CONTEXT_SNAPSHOTS,
+    CONTEXT_EVENTS,
+    ALERT_TRANSITIONS,
+    COMPACTION_EVENTS,
+    MASTER_ACTIONS,
+    DEADLETTER,
+)
+
+# -- routes: topic -> tables ------------------------------------------------------------------------------------------
+
+Extract = Callable[[Any], Any]
+"""The part of a decoded record a table stores (None: nothing for that table in this record)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    table: TableSpec
+    extract: Extract | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    """A topic the sinks consume: how its values decode and the tables each record goes to."""
+
+    topic: str
+    codec: Codec[Any]
+    targets: tuple[Target, ...]
+
+
+ROUTES: Mapping[str, Route] = {
+    route.topic: route
+    for route in (
+        # The engine's package lifecycle (expiry included) is on thread-state; the package's thread keeps it on one
+        # partition, so the offset is a version for it too.
+        Route(
+            "thread-state",
+            Codec(ThreadState),
+            (Target(THREAD_CONTEXT_LATEST), Target(THREAD_HANDOFF_PACKAGES, lambda s: s.handoff)),
+        ),
+        Route("alerts", Codec(ContextAlert), (Target(THREAD_CONTEXT_ALERTS), Target(ALERT_TRANSITIONS))),
+        Route("conversation-indicators", Codec(ConversationItem), (Target(CONVERSATION_INDICATORS),)),
+        Route("project-risk", Codec(ProjectDetail), (Target(PROJECT_CONTEXT_RISK),)),
+        Route("policies", Codec(ThresholdPolicy), (Target(THRESHOLD_POLICIES),)),
+        Route("snapshots", Codec(ThreadContextSnapshot), (Target(THREAD_CONTEXT_SNAPSHOTS),)),
+        Route("context-events", Codec(ContextEvent), (Target(CONTEXT_EVENTS),)),
+        Route("client-events", Codec(CLIENT_EVENT_ADAPTER), (Target(CONTEXT_EVENTS),)),
+        Route("compactions", Codec(CompactionFinished), (Target(COMPACTION_EVENTS),)),
+        Route("master-actions", Codec(MasterActionRecord), (Target(MASTER_ACTIONS),)),
+        Route("deadletter", Codec(DeadLetter), (Target(DEADLETTER),)),
+    )
+}

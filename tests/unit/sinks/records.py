@@ -1,0 +1,128 @@
+"""Records for the sink tests, produced by the real engine on a short scripted thread (no hand-made outputs)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from schemas import (
+    DEFAULT_POLICY,
+    CompactionStarted,
+    ContextBudgetIndicator,
+    ConversationItem,
+    DeadLetter,
+    ProjectDetail,
+    Record,
+    ThreadContextSummary,
+    ThresholdPolicy,
+)
+from sinks.records import CompactionFinished
+from streams.engine.config import EngineConfig
+from streams.engine.fold import ThreadSlot, apply_compaction_started, apply_handoff, apply_snapshot
+from tests.unit.engine.builders import at, package, snapshot
+
+CONFIG = EngineConfig()
+
+
+def engine_outputs(thread: str = "thread-a", project: str = "proj-1") -> dict[str, list[Record]]:
+    """What the engine publishes, per output topic, for a thread that runs from safe to critical with a package."""
+    slot: ThreadSlot | None = None
+    out: dict[str, list[Record]] = defaultdict(list)
+    steps = [
+        lambda s: apply_snapshot(
+            s, snapshot(80, thread=thread, project=project, seconds=0), DEFAULT_POLICY, at(0), CONFIG
+        ),
+        lambda s: apply_snapshot(
+            s,
+            snapshot(35, thread=thread, project=project, seconds=10, must_finish=True, expected_in=120),
+            DEFAULT_POLICY,
+            at(10),
+            CONFIG,
+        ),
+        lambda s: apply_handoff(
+            s, package("ready", thread=thread, package_id=f"hp-{thread}", seconds=20), at(20), CONFIG
+        ),
+        lambda s: apply_snapshot(
+            s, snapshot(20, thread=thread, project=project, seconds=30), DEFAULT_POLICY, at(30), CONFIG
+        ),
+        lambda s: apply_compaction_started(
+            s,
+            CompactionStarted(thread_id=thread, event_id=f"cs-{thread}", occurred_at=at(40), trigger_mode="mid_loop"),
+            at(40),
+            CONFIG,
+        ),
+    ]
+    for step in steps:
+        result = step(slot)
+        slot = result.slot or slot
+        for emit in result.emits:
+            out[emit.topic].append(emit.record)
+        if result.slot is not None and result.slot.state is not None:
+            out["thread-state"].append(result.slot.state)  # as the batch publishes every changed slot's state
+    return out
+
+
+def compaction(thread: str = "thread-a", project: str = "proj-1") -> CompactionFinished:
+    return CompactionFinished(
+        event_id=f"cc-{thread}",
+        thread_id=thread,
+        project_id=project,
+        trigger_mode="mid_loop",
+        model="gpt-5-codex",
+        started_at=at(40),
+        completed_at=at(45),
+        tokens_before=240_000,
+        tokens_after=18_000,
+        summary_token_count=2_500,
+        handoff_ready=True,
+    )
+
+
+def conversation(conversation_id: str = "conv-1", *, pinned: bool = False, percent: int = 52) -> ConversationItem:
+    return ConversationItem(
+        conversation_id=conversation_id,
+        conversation_type="single_device",
+        project_id="proj-1",
+        project_title="北区试产线回归",
+        manual_pinned=pinned,
+        latest_reply_at=at(50),
+        context_budget_indicator=ContextBudgetIndicator(visible=True, percent=percent, level="watch"),
+        context_budget_source_node_id="mac-01",
+        context_budget_updated_at=at(50),
+    )
+
+
+def project_detail(project: str = "proj-1", next_risk: str | None = "thread-a") -> ProjectDetail:
+    summary = ThreadContextSummary(
+        thread_id="thread-a",
+        node_id="mac-01",
+        context_budget_remaining_pct=20.0,
+        context_budget_level="critical",
+        must_finish_before_compaction=True,
+        updated_at=at(30),
+    )
+    return ProjectDetail(
+        project_id=project,
+        active_thread_contexts=[summary],
+        next_compaction_risk_thread_id=next_risk,
+        threads_requiring_handoff=["thread-a"],
+        master_context_strategy_summary="wrap up thread-a before it compacts",
+    )
+
+
+def policy(project: str = "proj-1") -> ThresholdPolicy:
+    return ThresholdPolicy(
+        project_id=project, safe_min_pct=70.0, watch_min_pct=50.0, urgent_min_pct=30.0, updated_at=at(1)
+    )
+
+
+def dead_letter(topic: str = "ctx.snapshots", offset: int = 3) -> DeadLetter:
+    return DeadLetter(
+        source_topic=topic,
+        partition=1,
+        offset=offset,
+        reason="invalid_json",
+        detail="line 1 column 5",
+        original_key=b"thread-a",
+        original_value=b'{"x":',
+        received_at=at(60),
+    )
