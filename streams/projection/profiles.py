@@ -1,0 +1,152 @@
+"""Model profiles: where each agent tool compacts, and the percent its own UI shows (issue 6, REFERENCES.md).
+
+The budget is room left before *compaction*, not before the raw window:
+
+    context_budget_remaining_pct = (compaction_point - max(used, baseline)) / (compaction_point - baseline) x 100
+
+clamped to 0..100, where `baseline` is the fixed prompt and tool overhead the tool itself leaves out of its percent
+(Codex: 12,000; others: 0). Each profile also reports `shown_pct`, the figure the user sees in that tool, so the two
+can be put side by side.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+CODEX_BASELINE_TOKENS = 12_000
+"""Codex `BASELINE_TOKENS`: fixed system prompt and tool overhead, excluded from the percent it shows."""
+CODEX_AUTO_COMPACT_FRACTION = 0.9
+"""Codex compacts at 90% of the context window by default."""
+CODEX_WINDOW_TOKENS = 258_400
+"""The usable window Codex reports: 272,000 x `effective_context_window_percent` 95%."""
+CODEX_COMPACTION_JITTER_PCT = 5.0
+"""Users see Codex compact anywhere from 70% to 98%: the forecast band is this many points of the window each side."""
+CLAUDE_CODE_WINDOW_TOKENS = 200_000
+CLAUDE_CODE_MAX_OUTPUT_TOKENS = 32_000
+CLAUDE_CODE_OUTPUT_RESERVE_CAP = 20_000
+"""Effective window = window - min(max output, 20,000)."""
+CLAUDE_CODE_AUTO_COMPACT_BUFFER = 13_000
+"""Auto-compaction at effective window - 13,000 (about 83% of 200k)."""
+GENERIC_WINDOW_TOKENS = 128_000
+GENERIC_COMPACTION_FRACTION = 0.8
+"""Seed 000 1.2: `CompactionService` compacts at window x 0.8."""
+
+
+def _clamp_pct(value: float) -> float:
+    return min(100.0, max(0.0, value))
+
+
+@dataclass(frozen=True)
+class ModelProfile(ABC):
+    """Compaction point and shown percent of one agent tool. Subclasses give `compaction_point` and `shown_pct`."""
+
+    name: str
+    default_window_tokens: int
+    baseline_tokens: int = 0
+    compaction_jitter_pct: float = 0.0
+    """How far (percentage points of the window) the real compaction point may sit either side of the nominal one."""
+
+    @abstractmethod
+    def compaction_point(self, window: int) -> int: ...
+
+    @abstractmethod
+    def shown_pct(self, used: int, window: int) -> float: ...
+
+    def remaining_pct(self, used: int, window: int) -> float:
+        point = self.compaction_point(window)
+        span = point - self.baseline_tokens
+        if span <= 0:
+            return 0.0
+        return _clamp_pct((point - max(used, self.baseline_tokens)) / span * 100)
+
+    def compaction_band(self, window: int) -> tuple[int, int]:
+        """Earliest and latest plausible compaction points."""
+        point = self.compaction_point(window)
+        jitter = round(window * self.compaction_jitter_pct / 100)
+        return max(self.baseline_tokens, point - jitter), min(window, point + jitter)
+
+
+@dataclass(frozen=True)
+class CodexProfile(ModelProfile):
+    name: str = "codex"
+    default_window_tokens: int = CODEX_WINDOW_TOKENS
+    baseline_tokens: int = CODEX_BASELINE_TOKENS
+    compaction_jitter_pct: float = CODEX_COMPACTION_JITTER_PCT
+    compaction_fraction: float = CODEX_AUTO_COMPACT_FRACTION
+
+    def compaction_point(self, window: int) -> int:
+        return int(window * self.compaction_fraction)
+
+    def shown_pct(self, used: int, window: int) -> float:
+        """Codex `percent_of_context_window_remaining`, unrounded (its versions differ in rounding)."""
+        if window <= self.baseline_tokens:
+            return 0.0
+        effective = window - self.baseline_tokens
+        return _clamp_pct((effective - max(used - self.baseline_tokens, 0)) / effective * 100)
+
+
+@dataclass(frozen=True)
+class ClaudeCodeProfile(ModelProfile):
+    name: str = "claude-code"
+    default_window_tokens: int = CLAUDE_CODE_WINDOW_TOKENS
+    max_output_tokens: int = CLAUDE_CODE_MAX_OUTPUT_TOKENS
+
+    def effective_window(self, window: int) -> int:
+        return window - min(self.max_output_tokens, CLAUDE_CODE_OUTPUT_RESERVE_CAP)
+
+    def compaction_point(self, window: int) -> int:
+        return max(0, self.effective_window(window) - CLAUDE_CODE_AUTO_COMPACT_BUFFER)
+
+    def shown_pct(self, used: int, window: int) -> float:
+        """'Context left until auto-compact': room to the auto-compaction threshold over that threshold."""
+        point = self.compaction_point(window)
+        return _clamp_pct((point - used) / point * 100) if point > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class GenericProfile(ModelProfile):
+    name: str = "generic"
+    default_window_tokens: int = GENERIC_WINDOW_TOKENS
+    compaction_fraction: float = GENERIC_COMPACTION_FRACTION
+
+    def compaction_point(self, window: int) -> int:
+        return int(window * self.compaction_fraction)
+
+    def shown_pct(self, used: int, window: int) -> float:
+        """A plain context meter: room left in the raw window."""
+        return _clamp_pct((window - used) / window * 100) if window > 0 else 0.0
+
+
+def _default_profiles() -> Mapping[str, ModelProfile]:
+    return MappingProxyType({p.name: p for p in (CodexProfile(), ClaudeCodeProfile(), GenericProfile())})
+
+
+@dataclass(frozen=True)
+class ProfileSet:
+    """The configured profiles and which one a thread uses, chosen by the model of its latest usage sample."""
+
+    profiles: Mapping[str, ModelProfile] = field(default_factory=_default_profiles)
+    by_model_prefix: tuple[tuple[str, str], ...] = (("gpt-5", "codex"), ("codex", "codex"), ("claude", "claude-code"))
+    """(model name prefix, profile name), first match wins."""
+    default: str = "generic"
+
+    def __post_init__(self) -> None:
+        unknown = {self.default, *(name for _, name in self.by_model_prefix)} - set(self.profiles)
+        if unknown:
+            raise ValueError(f"unknown profiles: {sorted(unknown)}")
+
+    def for_model(self, model: str | None) -> ModelProfile:
+        if model is not None:
+            lowered = model.lower()
+            for prefix, name in self.by_model_prefix:
+                if lowered.startswith(prefix):
+                    return self.profiles[name]
+        return self.profiles[self.default]
+
+
+def window_tokens(profile: ModelProfile, manifest_window: int | None, sample_window: int | None) -> int:
+    """The latest manifest's effective window, else the usage sample's, else the profile's default."""
+    return manifest_window or sample_window or profile.default_window_tokens
