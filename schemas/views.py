@@ -46,13 +46,14 @@ class ContextBudgetIndicator(Record):
     style: Literal["ring_percent"] = "ring_percent"
     percent: Ring | None = None
     level: ContextBudgetLevel | None = None
+    stale: Flag = Field(default=False, description="The thread missed its report deadline: the value is its last.")
 
     @model_validator(mode="after")
     def _visible_has_value(self) -> ContextBudgetIndicator:
         if self.visible and (self.percent is None or self.level is None):
             raise ValueError("a visible indicator needs percent and level")
-        if not self.visible and (self.percent is not None or self.level is not None):
-            raise ValueError("a hidden indicator carries no percent or level")
+        if not self.visible and (self.percent is not None or self.level is not None or self.stale):
+            raise ValueError("a hidden indicator carries no percent, level or staleness")
         return self
 
 

@@ -71,6 +71,7 @@ def test_spec_conversation_item_round_trips() -> None:
     encoded = json.loads(Codec(ConversationItem).encode(item))
     assert encoded["context_budget_indicator"] == {
         **SPEC_CONVERSATION_ITEM["context_budget_indicator"],
+        "stale": False,
         "schema_version": 1,
     }
 

@@ -1,0 +1,107 @@
+"""Project-fold throughput, printed against a baseline measured in the same run (machines here are noisy).
+
+    .venv/bin/python bench/projects_bench.py [--projects 1000] [--threads 10000] [--updates 50000]
+
+Thread states of `--threads` threads spread over `--projects` projects, each update a random walk of one thread's
+budget, as JSON bytes. Baseline: decoding those bytes alone. Measured: decode + the project fold, then the same with
+the table value encoded and decoded as a Faust table with a JSON changelog would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from datetime import UTC, datetime, timedelta
+
+from schemas import Codec, ThreadState
+from schemas.projects import ProjectState
+from streams.engine.actions import actions_for_level
+from streams.engine.levels import classify_level
+from streams.projects.config import ProjectsConfig
+from streams.projects.risk import apply_thread_state
+
+STATE_CODEC = Codec(ThreadState)
+PROJECT_CODEC = Codec(ProjectState)
+
+
+def workload(projects: int, threads: int, updates: int, seed: int = 7) -> list[bytes]:
+    rnd = random.Random(seed)
+    start = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
+    pct = [rnd.uniform(20, 100) for _ in range(threads)]
+    out = []
+    for i in range(updates):
+        thread = rnd.randrange(threads)
+        pct[thread] = min(100.0, max(0.0, pct[thread] + rnd.uniform(-0.4, 0.25)))
+        level = classify_level(pct[thread])
+        at = start + timedelta(milliseconds=10 * i)
+        state = ThreadState(
+            thread_id=f"thread-{thread}",
+            project_id=f"proj-{thread % projects}",
+            node_id=f"node-{thread % 50}",
+            worker_id=f"worker-{thread % 50}",
+            source_kind="codex_app_server",
+            snapshot_id=f"s-{i}",
+            snapshot_version=i,
+            captured_at=at,
+            context_budget_remaining_pct=pct[thread],
+            reported_level=level,
+            context_budget_level=level,
+            compaction_expected_at=start + timedelta(minutes=60 + thread % 240),
+            must_finish_before_compaction=pct[thread] < 40,
+            next_required_report_in_seconds=5,
+            report_deadline_at=at + timedelta(seconds=15),
+            due_actions=actions_for_level(level),
+            updated_at=at,
+        )
+        out.append(STATE_CODEC.encode(state))
+    return out
+
+
+def rate(count: int, started: float) -> float:
+    return count / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--projects", type=int, default=1_000)
+    parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--updates", type=int, default=50_000)
+    args = parser.parse_args()
+    records = workload(args.projects, args.threads, args.updates)
+    config = ProjectsConfig()
+
+    started = time.perf_counter()
+    decoded = [STATE_CODEC.decode(raw) for raw in records]
+    decode_only = rate(len(records), started)
+
+    started = time.perf_counter()
+    tables: dict[str, ProjectState] = {}
+    published = 0
+    for raw in records:
+        thread = STATE_CODEC.decode(raw)
+        change = apply_thread_state(tables.get(thread.project_id), thread, thread.updated_at, config)
+        if change.state is not None:
+            tables[thread.project_id] = change.state
+        published += len(change.emits) // 2
+    fold = rate(len(records), started)
+
+    started = time.perf_counter()
+    stored: dict[str, bytes] = {}
+    for raw in records:
+        thread = STATE_CODEC.decode(raw)
+        held = stored.get(thread.project_id)
+        change = apply_thread_state(PROJECT_CODEC.decode(held) if held else None, thread, thread.updated_at, config)
+        if change.state is not None:
+            stored[thread.project_id] = PROJECT_CODEC.encode(change.state)
+    with_table = rate(len(records), started)
+
+    print(f"{len(decoded)} thread states, {args.threads} threads in {args.projects} projects")
+    print(f"  decode only (baseline)        {decode_only:10.0f} updates/s")
+    print(f"  decode + project fold         {fold:10.0f} updates/s  ({fold / decode_only:.2f}x of decode only)")
+    print(f"  + table value decode/encode   {with_table:10.0f} updates/s  ({with_table / decode_only:.2f}x)")
+    print(f"  project views published: {published} ({published / len(records):.0%} of updates)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""State of the project-risk and conversation-indicator folds, and the records on their internal topics (issue 4).
+
+What they publish reuses `schemas.views` (ProjectDetail, ConversationItem) and `schemas.events`; the models here are
+the values of their tables and of the topics between them:
+
+    thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
+        -> thread-state-by-project [project_id]: ThreadState | ThreadLeft -> ProjectState
+        -> conversation-threads [conversation_id]: ShownThread
+    conversations [conversation_id] + conversation-threads -> ConversationIndicatorState
+        -> conversation-links [thread_id]: ConversationLink
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, Strict
+
+from schemas.base import Flag, Id, IdList, Percent, Record, Timestamp
+from schemas.enums import ContextBudgetLevel, WorkFact
+from schemas.state import ThreadState
+from schemas.views import Conversation, ConversationItem, ProjectDetail, ThreadContextSummary
+
+MAX_LIVE_THREADS = 1_000
+"""Live threads kept per project. A summary is ~300 bytes of JSON and the state holds it twice (live and published),
+so this keeps the state and the published ProjectDetail under Kafka's default 1 MB message limit."""
+MAX_LINKED_CONVERSATIONS = 64
+"""Conversations that show one thread (its single-device conversation, the master's): far more is a registry error."""
+
+Importance = Annotated[int, Strict(), Field(ge=0, le=1_000)]
+"""Task importance (spec 8.1): higher ranks first among otherwise equal threads."""
+
+
+class LiveThread(Record):
+    """A live thread of a project: what the project view shows of it (6.2) and what ranks it (8.1, 8.2)."""
+
+    summary: ThreadContextSummary
+    active_facts: Annotated[list[WorkFact], Field(max_length=len(WorkFact))] = Field(default_factory=list)
+    requires_handoff: Flag = Field(default=False, description="Handoff due by its level and no ready package.")
+    task_importance: Importance | None = None
+
+
+class ProjectState(Record):
+    """The project table's value [project_id]: live threads in rank order and the view last published."""
+
+    project_id: Id
+    threads: Annotated[list[LiveThread], Field(max_length=MAX_LIVE_THREADS)] = Field(default_factory=list)
+    published: ProjectDetail | None = None
+
+
+class ThreadLeft(Record):
+    """Tells a project's fold that one of its threads now reports under another project."""
+
+    thread_id: Id
+    project_id: Id = Field(description="The project the thread left.")
+    left_at: Timestamp = Field(description="`updated_at` of the thread state that showed the move.")
+
+
+ProjectInput = ThreadState | ThreadLeft
+"""A record on `thread-state-by-project` [project_id]."""
+
+
+class ShownThread(Record):
+    """What a conversation's ring needs of a thread (spec 6.1)."""
+
+    thread_id: Id
+    project_id: Id
+    node_id: Id
+    context_budget_remaining_pct: Percent
+    context_budget_level: ContextBudgetLevel
+    must_finish_before_compaction: Flag
+    stale: Flag
+    updated_at: Timestamp
+
+
+class ConversationLink(Record):
+    """A conversation starts (`linked`) or stops showing a thread: keyed by thread_id for the routing table."""
+
+    conversation_id: Id
+    thread_id: Id
+    linked: Flag
+
+
+class ThreadRoutes(Record):
+    """The routing table's value [thread_id]: the thread's last shown values and the conversations that show it."""
+
+    thread_id: Id
+    shown: ShownThread | None = None
+    conversation_ids: Annotated[IdList, Field(max_length=MAX_LINKED_CONVERSATIONS)] = Field(default_factory=list)
+
+
+class ConversationIndicatorState(Record):
+    """The indicator table's value [conversation_id]: the registry entry, its thread's values, the item published."""
+
+    conversation: Conversation | None = None
+    shown: ShownThread | None = None
+    published: ConversationItem | None = None

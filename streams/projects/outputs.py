@@ -1,0 +1,48 @@
+"""What the folds hand back: the state to write, the records to publish, and stable ids for those records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import Generic, TypeVar
+
+from schemas.base import MAX_ID_LENGTH
+from streams.engine.fold import CLIENT_EVENTS, Emit
+
+PROJECT_RISK = "project-risk"
+CONVERSATION_INDICATORS = "conversation-indicators"
+THREAD_STATE_BY_PROJECT = "thread-state-by-project"
+CONVERSATION_THREADS = "conversation-threads"
+CONVERSATION_LINKS = "conversation-links"
+
+__all__ = [
+    "CLIENT_EVENTS",
+    "CONVERSATION_INDICATORS",
+    "CONVERSATION_LINKS",
+    "CONVERSATION_THREADS",
+    "PROJECT_RISK",
+    "THREAD_STATE_BY_PROJECT",
+    "Change",
+    "Emit",
+    "stable_id",
+]
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Change(Generic[S]):
+    state: S | None
+    """The new table value; None when there is nothing to write."""
+    emits: list[Emit] = field(default_factory=list)
+
+
+def stable_id(*parts: str) -> str:
+    """An event id built from its cause, so a replayed input repeats the id and consumers drop the repeat.
+
+    Readable when it fits an `Id`; a digest of the same parts otherwise (two 128-character ids do not fit one).
+    """
+    joined = ":".join(parts)
+    if len(joined) <= MAX_ID_LENGTH:
+        return joined
+    return "h-" + blake2b(joined.encode(), digest_size=24).hexdigest()

@@ -1,0 +1,160 @@
+"""The project fold: a project's live threads, ranked, and the view the master and the project page read (spec 6.2).
+
+Every thread state is kept (retirement needs its latest time), but the view and its `project.context_risk.updated`
+event go out only when what a reader sees changes: the thread set, a ring percent, a level, must-finish, expected
+compaction to the minute, staleness, or the derived fields. A percent drifting inside one integer, or a forecast
+moving by seconds, republishes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
+from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadLeft
+from schemas.views import ThreadContextSummary
+from streams.engine import fold as engine
+from streams.projects.config import ProjectsConfig
+from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
+from streams.projects.ranking import next_compaction_risk, rank
+from streams.projects.summary import expected_minute, ring_percent, strategy_summary
+
+UNCHANGED: Change[ProjectState] = Change(None)
+
+
+def apply_project_input(
+    state: ProjectState | None, record: ProjectInput, now: datetime, config: ProjectsConfig
+) -> Change[ProjectState]:
+    """One record of `thread-state-by-project`."""
+    if isinstance(record, ThreadLeft):
+        return remove_thread(state, record, now)
+    return apply_thread_state(state, record, now, config)
+
+
+def apply_thread_state(
+    state: ProjectState | None,
+    thread: ThreadState,
+    now: datetime,
+    config: ProjectsConfig,
+    importance: int | None = None,
+) -> Change[ProjectState]:
+    """A thread's new state. `importance` is its task's importance when the caller knows it (spec 8.1)."""
+    state = state or ProjectState(project_id=thread.project_id)
+    held = _find(state, thread.thread_id)
+    if held is not None and thread.updated_at < held.summary.updated_at:
+        return UNCHANGED  # a replayed older state
+    if now - thread.updated_at >= config.retire_after:
+        return UNCHANGED  # already idle past retirement: a late replay must not bring a finished thread back
+    live = live_thread(thread, importance)
+    if live == held:
+        return UNCHANGED
+    others = [t for t in state.threads if t.summary.thread_id != thread.thread_id]
+    if len(others) >= MAX_LIVE_THREADS:
+        others.remove(min(others, key=lambda t: t.summary.updated_at))  # the thread idle longest makes room
+    cause = stable_id(state.project_id, thread.thread_id, thread.updated_at.isoformat())
+    return _republish(state, [*others, live], cause, now)
+
+
+def remove_thread(state: ProjectState | None, left: ThreadLeft, now: datetime) -> Change[ProjectState]:
+    """The thread now reports under another project: it leaves this one (unless it came back since)."""
+    held = _find(state, left.thread_id) if state else None
+    if state is None or held is None or held.summary.updated_at > left.left_at:
+        return UNCHANGED
+    others = [t for t in state.threads if t is not held]
+    return _republish(state, others, stable_id(state.project_id, left.thread_id, "left", left.left_at.isoformat()), now)
+
+
+def retire_idle(state: ProjectState, now: datetime, config: ProjectsConfig) -> Change[ProjectState]:
+    """Timer: threads whose state has not changed for `retire_after` leave the view."""
+    idle = [t for t in state.threads if now - t.summary.updated_at >= config.retire_after]
+    if not idle:
+        return UNCHANGED
+    retired = sorted(f"{t.summary.thread_id}@{t.summary.updated_at.isoformat()}" for t in idle)
+    live = [t for t in state.threads if t not in idle]
+    return _republish(state, live, stable_id(state.project_id, "retired", *retired), now)
+
+
+def live_thread(thread: ThreadState, importance: int | None = None) -> LiveThread:
+    return LiveThread(
+        summary=ThreadContextSummary(
+            thread_id=thread.thread_id,
+            node_id=thread.node_id,
+            task_id=thread.task_id,
+            context_budget_remaining_pct=thread.context_budget_remaining_pct,
+            context_budget_level=thread.context_budget_level,
+            must_finish_before_compaction=thread.must_finish_before_compaction,
+            compaction_expected_at=thread.compaction_expected_at,
+            stale=thread.stale,
+            updated_at=thread.updated_at,
+        ),
+        active_facts=sorted({f.fact for f in thread.work_facts if f.active}),
+        requires_handoff=requires_handoff(thread),
+        task_importance=importance,
+    )
+
+
+def requires_handoff(thread: ThreadState) -> bool:
+    """The engine's `thread.handoff.required` condition: a handoff is due by the level and no package is ready."""
+    due = MasterAction.PREPARE_HANDOFF in thread.due_actions or thread.context_budget_level in (
+        ContextBudgetLevel.URGENT,
+        ContextBudgetLevel.CRITICAL,
+    )
+    return due and not engine._handoff_ready(thread)
+
+
+def project_view(project_id: str, ranked: list[LiveThread]) -> ProjectDetail:
+    return ProjectDetail(project_id=project_id, **_derived(ranked))
+
+
+def _derived(ranked: list[LiveThread]) -> dict:
+    risk = next_compaction_risk(ranked)
+    requiring = [t for t in ranked if t.requires_handoff]
+    return {
+        "active_thread_contexts": [t.summary for t in ranked],
+        "next_compaction_risk_thread_id": risk.summary.thread_id if risk else None,
+        "threads_requiring_handoff": [t.summary.thread_id for t in requiring],
+        "master_context_strategy_summary": strategy_summary(ranked, requiring),
+    }
+
+
+def _republish(state: ProjectState, threads: list[LiveThread], cause: str, now: datetime) -> Change[ProjectState]:
+    ranked = rank(threads)
+    fields = _derived(ranked)
+    if state.published is not None and _seen(fields) == _seen(dict(state.published)):
+        return Change(state.model_copy(update={"threads": ranked}))
+    view = ProjectDetail(project_id=state.project_id, **fields)
+    event = ProjectContextRiskUpdated(
+        event_id=stable_id(cause, "risk"),
+        occurred_at=now,
+        project_id=state.project_id,
+        next_compaction_risk_thread_id=view.next_compaction_risk_thread_id,
+        threads_requiring_handoff=view.threads_requiring_handoff,
+        master_context_strategy_summary=view.master_context_strategy_summary,
+    )
+    return Change(
+        state.model_copy(update={"threads": ranked, "published": view}),
+        [Emit(PROJECT_RISK, state.project_id, view), Emit(CLIENT_EVENTS, state.project_id, event)],
+    )
+
+
+def _seen(view: dict) -> tuple[object, ...]:
+    """What a reader of the view sees: the fields of a ProjectDetail that decide whether it is republished."""
+    threads = tuple(
+        (
+            t.thread_id,
+            t.node_id,
+            t.task_id,
+            ring_percent(t.context_budget_remaining_pct),
+            t.context_budget_level,
+            t.must_finish_before_compaction,
+            expected_minute(t.compaction_expected_at),
+            t.stale,
+        )
+        for t in view["active_thread_contexts"]
+    )
+    derived = (view["next_compaction_risk_thread_id"], tuple(view["threads_requiring_handoff"]))
+    return threads, derived, view["master_context_strategy_summary"]
+
+
+def _find(state: ProjectState, thread_id: str) -> LiveThread | None:
+    return next((t for t in state.threads if t.summary.thread_id == thread_id), None)

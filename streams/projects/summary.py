@@ -1,0 +1,68 @@
+"""`master_context_strategy_summary` (spec 6.2): the project's budget situation in two sentences a person reads.
+
+Built only from values that also decide when the view is republished (levels, ring percents, expected compaction to
+the minute), so the text never changes without the view changing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import UTC, datetime
+
+from schemas import ContextBudgetLevel
+from schemas.projects import LiveThread
+from streams.projects.ranking import TIE_BREAK_FACTS, healthiest
+
+LEVELS_MOST_SEVERE_FIRST = (
+    ContextBudgetLevel.CRITICAL,
+    ContextBudgetLevel.URGENT,
+    ContextBudgetLevel.WATCH,
+    ContextBudgetLevel.SAFE,
+)
+
+
+def ring_percent(pct: float) -> int:
+    """The integer percent shown for a remaining budget: floored, so the marker never shows more room than there is
+    and never crosses a band edge (59.9 is watch and shows 59, never the safe-looking 60)."""
+    return math.floor(pct)
+
+
+def expected_minute(at: datetime | None) -> int | None:
+    """Expected compaction to the minute (since the epoch): finer moves of a forecast are not news to a reader."""
+    return int(at.timestamp() // 60) if at is not None else None
+
+
+def strategy_summary(ranked: list[LiveThread], requiring_handoff: list[LiveThread]) -> str:
+    if not ranked:
+        return "No live threads."
+    counts = Counter(t.summary.context_budget_level for t in ranked)
+    levels = ", ".join(f"{counts[level]} {level.value}" for level in LEVELS_MOST_SEVERE_FIRST if counts[level])
+    stale = sum(t.summary.stale for t in ranked)
+    plural = "s" if len(ranked) > 1 else ""
+    situation = f"{len(ranked)} live thread{plural}: {levels}" + (f" ({stale} stale)" if stale else "")
+    if requiring_handoff:
+        first = requiring_handoff[0]
+        situation += f"; hand off {first.summary.thread_id} first ({_why(first)})"
+    spare = healthiest(ranked)
+    subtasks = (
+        f"Give new subtasks to {spare.summary.thread_id} "
+        f"({ring_percent(spare.summary.context_budget_remaining_pct)}% left)."
+        if spare
+        else "No thread is safe for new subtasks: start a new thread."
+    )
+    return f"{situation}. {subtasks}"
+
+
+def _why(thread: LiveThread) -> str:
+    summary = thread.summary
+    reasons = [f"{summary.context_budget_level.value}, {ring_percent(summary.context_budget_remaining_pct)}% left"]
+    if summary.must_finish_before_compaction:
+        held = [fact.value.replace("_", " ") for fact in TIE_BREAK_FACTS if fact in thread.active_facts]
+        reasons.append("must finish before compaction" + (f": {', '.join(held)}" if held else ""))
+    expected = expected_minute(summary.compaction_expected_at)
+    if expected is not None:
+        reasons.append(f"compaction expected by {datetime.fromtimestamp(expected * 60, UTC):%H:%M} UTC")
+    if summary.stale:
+        reasons.append("stale")
+    return "; ".join(reasons)

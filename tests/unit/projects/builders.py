@@ -1,0 +1,187 @@
+"""Builders for the project and conversation folds' inputs, and a driver that routes their outputs as the topology
+would, so each test states only what matters to it."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from schemas import Conversation, ConversationType, HandoffPackage, ThreadState, WorkFact
+from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, ThreadRoutes
+from schemas.state import WorkFactState
+from schemas.views import ThreadContextSummary
+from streams.engine.actions import actions_for_level
+from streams.engine.levels import classify_level
+from streams.projects import indicators, risk, routes
+from streams.projects.config import ProjectsConfig
+from streams.projects.outputs import (
+    CONVERSATION_LINKS,
+    CONVERSATION_THREADS,
+    THREAD_STATE_BY_PROJECT,
+    Change,
+    Emit,
+)
+
+T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
+CONFIG = ProjectsConfig()
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def thread_state(
+    thread: str = "thread-a",
+    pct: float = 80.0,
+    *,
+    project: str = "proj-1",
+    seconds: float = 0,
+    facts: Iterable[WorkFact] = (),
+    must_finish: bool | None = None,
+    expected_at: float | None = None,
+    stale: bool = False,
+    node: str = "mac-01",
+    handoff_ready: bool = False,
+) -> ThreadState:
+    level = classify_level(pct)
+    work_facts = [WorkFactState(fact=f, active=True, changed_at=at(seconds)) for f in facts]
+    handoff = (
+        HandoffPackage(
+            handoff_package_id=f"hp-{thread}",
+            project_id=project,
+            from_thread_id=thread,
+            package_status="ready",
+            created_at=at(seconds),
+            ready_at=at(seconds),
+            summary_text="state of work",
+            critical_files=["a.py"],
+            critical_commands=["make"],
+            critical_tests=["t::x"],
+        )
+        if handoff_ready
+        else None
+    )
+    return ThreadState(
+        thread_id=thread,
+        project_id=project,
+        node_id=node,
+        worker_id=f"worker-{node}",
+        source_kind="codex_app_server",
+        snapshot_id=f"{thread}-{seconds}",
+        snapshot_version=int(seconds * 1000),
+        captured_at=at(seconds),
+        context_budget_remaining_pct=pct,
+        reported_level=level,
+        context_budget_level=level,
+        compaction_expected_at=at(expected_at) if expected_at is not None else None,
+        work_facts=work_facts,
+        must_finish_before_compaction=bool(work_facts) if must_finish is None else must_finish,
+        next_required_report_in_seconds=5,
+        report_deadline_at=at(seconds + 15),
+        stale=stale,
+        due_actions=actions_for_level(level),
+        handoff=handoff,
+        updated_at=at(seconds),
+    )
+
+
+def conversation(
+    conversation_id: str,
+    kind: ConversationType,
+    threads: list[str],
+    *,
+    project: str = "proj-1",
+    seconds: float = 0,
+    pinned: bool = False,
+) -> Conversation:
+    return Conversation(
+        conversation_id=conversation_id,
+        conversation_type=kind,
+        project_id=project,
+        project_title=f"title of {project}",
+        thread_ids=threads,
+        manual_pinned=pinned,
+        updated_at=at(seconds),
+    )
+
+
+def live(
+    thread: str,
+    level_pct: float = 80.0,
+    *,
+    must_finish: bool = False,
+    facts: Iterable[WorkFact] = (),
+    expected_at: float | None = None,
+    importance: int | None = None,
+    stale: bool = False,
+) -> LiveThread:
+    return LiveThread(
+        summary=ThreadContextSummary(
+            thread_id=thread,
+            node_id="mac-01",
+            context_budget_remaining_pct=level_pct,
+            context_budget_level=classify_level(level_pct),
+            must_finish_before_compaction=must_finish,
+            compaction_expected_at=at(expected_at) if expected_at is not None else None,
+            stale=stale,
+            updated_at=T0,
+        ),
+        active_facts=sorted(set(facts)),
+        task_importance=importance,
+    )
+
+
+class Pipeline:
+    """The three folds with their tables, fed and connected through their internal topics, as the topology would.
+
+    `published` keeps what leaves the pipeline (project-risk, conversation-indicators, client-events) in order.
+    """
+
+    def __init__(self) -> None:
+        self.routes: dict[str, ThreadRoutes] = {}
+        self.projects: dict[str, ProjectState] = {}
+        self.conversations: dict[str, ConversationIndicatorState] = {}
+        self.published: list[Emit] = []
+
+    def thread(self, state: ThreadState) -> list[Emit]:
+        change = routes.route_thread_state(self.routes.get(state.thread_id), state)
+        return self._run(self._keep(self.routes, state.thread_id, change), state.updated_at)
+
+    def conversation(self, entry: Conversation) -> list[Emit]:
+        key = entry.conversation_id
+        change = indicators.apply_conversation(self.conversations.get(key), entry, entry.updated_at)
+        return self._run(self._keep(self.conversations, key, change), entry.updated_at)
+
+    def retire(self, now: datetime) -> list[Emit]:
+        emits = []
+        for key in sorted(self.projects):
+            emits += self._keep(self.projects, key, risk.retire_idle(self.projects[key], now, CONFIG))
+        return self._run(emits, now)
+
+    def of(self, topic: str) -> list:
+        return [e.record for e in self.published if e.topic == topic]
+
+    @staticmethod
+    def _keep(table: dict, key: str, change: Change) -> list[Emit]:
+        if change.state is not None:
+            table[key] = change.state
+        return change.emits
+
+    def _run(self, emits: list[Emit], now: datetime) -> list[Emit]:
+        queue, out = deque(emits), []
+        while queue:
+            emit = queue.popleft()
+            key = emit.key
+            if emit.topic == THREAD_STATE_BY_PROJECT:
+                change = risk.apply_project_input(self.projects.get(key), emit.record, now, CONFIG)
+                queue += self._keep(self.projects, key, change)
+            elif emit.topic == CONVERSATION_THREADS:
+                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record, now)
+                queue += self._keep(self.conversations, key, change)
+            elif emit.topic == CONVERSATION_LINKS:
+                queue += self._keep(self.routes, key, routes.apply_link(self.routes.get(key), emit.record))
+            else:
+                out.append(emit)
+        self.published += out
+        return out
