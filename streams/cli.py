@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 
+from reporter.cli import report
 from streams.settings import Settings
 
 app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
 app.add_typer(kafka_app, name="kafka")
+app.command("report")(report)
 
 
 def _local_kafka(settings: Settings):

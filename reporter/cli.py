@@ -1,0 +1,145 @@
+"""`ctxbudget report`: run the reporter from the command line (the lead mounts `report` as a typer command)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reporter.budget import CODEX_PROFILES
+from reporter.codex_rollouts import RolloutTailer
+from reporter.http_sink import HttpSink
+from reporter.kafka_sink import KafkaSink
+from reporter.readings import Identity
+from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
+from reporter.sink import Sink
+from streams.settings import Settings
+
+
+class Source(StrEnum):
+    CODEX_APP_SERVER = "codex-app-server"
+    CODEX_ROLLOUTS = "codex-rollouts"
+    EVENTS = "events"
+
+
+DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
+
+
+async def file_lines(path: Path | None) -> AsyncIterator[str]:
+    """Lines of a file, or of stdin when no path is given, read in a thread so the event loop keeps its timers."""
+    stream = sys.stdin if path is None else path.open(encoding="utf-8", errors="replace")
+    try:
+        while line := await asyncio.to_thread(stream.readline):
+            yield line
+    finally:
+        if path is not None:
+            stream.close()
+
+
+async def process_lines(command: str) -> AsyncIterator[str]:
+    """Lines of the stdout of a process the reporter starts (its stderr passes through)."""
+    process = await asyncio.create_subprocess_exec(*shlex.split(command), stdout=asyncio.subprocess.PIPE)
+    stdout = process.stdout
+    if stdout is None:
+        raise RuntimeError("the child process has no stdout pipe")
+    try:
+        while line := await stdout.readline():
+            yield line.decode("utf-8", errors="replace")
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()
+
+
+def _sink(settings: Settings, api_url: str | None, token: str | None) -> Sink:
+    if api_url:
+        return HttpSink(api_url, token)
+    if not settings.kafka_bootstrap_servers:
+        raise typer.BadParameter("give --api-url, or set CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS to send to Kafka")
+    return KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix)
+
+
+def report(
+    source: Annotated[Source, typer.Option("--from", help="What to read.")],
+    node_id: Annotated[str, typer.Option(envvar="CTXBUDGET_NODE_ID", help="This machine (spec 5.2 node_id).")],
+    worker_id: Annotated[str, typer.Option(envvar="CTXBUDGET_WORKER_ID", help="This worker (spec 5.2).")],
+    project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The threads' project.")],
+    task_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_TASK_ID", help="The threads' task.")] = None,
+    input_path: Annotated[
+        Path | None, typer.Option("--input", help="app-server / events: a JSONL file (default: stdin).")
+    ] = None,
+    exec_command: Annotated[
+        str | None, typer.Option("--exec", help="app-server / events: read the stdout of this command instead.")
+    ] = None,
+    rollout_dir: Annotated[Path, typer.Option("--dir", help="codex-rollouts: the sessions directory.")] = (
+        DEFAULT_ROLLOUT_DIR
+    ),
+    state_file: Annotated[
+        Path | None, typer.Option(help="codex-rollouts: read positions (default: <data dir>/reporter/rollouts.json).")
+    ] = None,
+    poll_seconds: Annotated[float, typer.Option(min=0.05, help="codex-rollouts: how often to look for lines.")] = 1.0,
+    api_url: Annotated[
+        str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Report through the API (else Kafka).")
+    ] = None,
+    token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    codex_profile: Annotated[
+        str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
+    ] = "reference",
+) -> None:
+    """Report real agent threads' context budgets: Codex app-server notifications, Codex rollout files, or our own
+    session events (one JSON object per line)."""
+    if codex_profile not in CODEX_PROFILES:
+        raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_PROFILES)}")
+    if input_path is not None and exec_command is not None:
+        raise typer.BadParameter("give --input or --exec, not both")
+    if source is Source.EVENTS and api_url:
+        raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
+    settings = Settings()
+    identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
+    lines = process_lines(exec_command) if exec_command else file_lines(input_path)
+    asyncio.run(
+        _run(
+            source,
+            settings,
+            _sink(settings, api_url, token),
+            identity,
+            lines,
+            rollout_dir,
+            state_file or settings.resolved_data_dir / "reporter" / "rollouts.json",
+            poll_seconds,
+            codex_profile,
+        )
+    )
+
+
+async def _run(
+    source: Source,
+    settings: Settings,
+    sink: Sink,
+    identity: Identity,
+    lines: AsyncIterator[str],
+    rollout_dir: Path,
+    state_file: Path,
+    poll_seconds: float,
+    codex_profile: str,
+) -> None:
+    if isinstance(sink, KafkaSink):
+        await sink.start()
+    reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
+    try:
+        if source is Source.CODEX_APP_SERVER:
+            await run_app_server(reporter, lines)
+        elif source is Source.CODEX_ROLLOUTS:
+            await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
+        else:
+            skipped = await run_events(sink, lines)
+            typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)
+    finally:
+        await sink.close()
+    typer.echo(f"sent {reporter.sent} snapshots", err=True)

@@ -1,0 +1,141 @@
+"""Codex app-server notifications (JSON-RPC 2.0, one JSON object per line) -> readings with source `codex_app_server`.
+
+Used: `thread/tokenUsage/updated` (the LAST request's usage and `modelContextWindow`), a `contextCompaction` item's
+`item/completed` and the older `thread/compacted` (one compaction may be announced by both: counted once per turn and
+usage update). `item/started`, `turn/started`, `turn/completed`, responses and requests are known and change nothing.
+Notifications carry no time, so a reading's time and position are its arrival (see `reporter.readings`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from reporter.budget import TokenUsage
+from reporter.readings import Reading, SkipLog
+from schemas import SourceKind
+
+TOKEN_USAGE_UPDATED = "thread/tokenUsage/updated"
+ITEM_COMPLETED = "item/completed"
+THREAD_COMPACTED = "thread/compacted"
+IGNORED_METHODS = frozenset({"item/started", "turn/started", "turn/completed"})
+COMPACTION_ITEM = "contextCompaction"
+
+
+@dataclass(frozen=True)
+class _Thread:
+    reading: Reading | None = None
+    window: int | None = None
+    compaction_count: int = 0
+    last_compaction_at: datetime | None = None
+    usage_updates: int = 0
+    compaction_mark: tuple[str, int] | None = None
+    """(turn, usage updates) of the last counted compaction: a second announcement with the same mark is a repeat."""
+
+
+def _thread_id(params: dict[str, Any]) -> str:
+    thread_id = params["threadId"]
+    if not isinstance(thread_id, str) or not thread_id:
+        raise ValueError("threadId is not a non-empty string")
+    return thread_id
+
+
+def _usage(breakdown: Any) -> TokenUsage:
+    def count(name: str) -> int:
+        value = breakdown.get(name, 0)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{name} is not a non-negative integer")
+        return value
+
+    if not isinstance(breakdown, dict) or "totalTokens" not in breakdown:
+        raise ValueError("a usage breakdown needs totalTokens")
+    return TokenUsage(
+        total_tokens=count("totalTokens"),
+        input_tokens=count("inputTokens"),
+        cached_input_tokens=count("cachedInputTokens"),
+        output_tokens=count("outputTokens"),
+        reasoning_output_tokens=count("reasoningOutputTokens"),
+    )
+
+
+class CodexAppServerParser:
+    """Folds notification lines into per-thread readings; a line yields the thread's new reading, or None."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, _Thread] = {}
+        self.skipped = SkipLog("codex app-server")
+
+    def feed(self, line: str, now: datetime) -> Reading | None:
+        if not line.strip():
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError as error:
+            self.skipped.skip("malformed_json", str(error))
+            return None
+        if not isinstance(message, dict):
+            self.skipped.skip("not_an_object", line)
+            return None
+        method = message.get("method")
+        if method is None and "id" in message:
+            return None  # a response to a request; carries no notification
+        params = message.get("params")
+        try:
+            if method == TOKEN_USAGE_UPDATED:
+                return self._token_usage(params, now)
+            if method == ITEM_COMPLETED:
+                item = params.get("item") or {}
+                return self._compacted(params, now) if item.get("type") == COMPACTION_ITEM else None
+            if method == THREAD_COMPACTED:
+                return self._compacted(params, now)
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            self.skipped.skip("malformed_params", f"{method}: {error!r}")
+            return None
+        if method not in IGNORED_METHODS:
+            self.skipped.skip("unknown_method", str(method))
+        return None
+
+    def _token_usage(self, params: dict[str, Any], now: datetime) -> Reading | None:
+        thread_id = _thread_id(params)
+        usage = params["tokenUsage"]
+        last = _usage(usage["last"])
+        _usage(usage["total"])  # validated only: the cumulative total is no measure of occupancy
+        thread = self._threads.get(thread_id, _Thread())
+        window = usage.get("modelContextWindow") or thread.window
+        if type(window) is not int or window <= 0:
+            self.skipped.skip("no_context_window", f"thread {thread_id}: no modelContextWindow yet")
+            return None
+        thread = replace(thread, window=window, usage_updates=thread.usage_updates + 1)
+        return self._store(thread_id, thread, last, window, now)
+
+    def _compacted(self, params: dict[str, Any], now: datetime) -> Reading | None:
+        thread_id = _thread_id(params)
+        thread = self._threads.get(thread_id, _Thread())
+        mark = (params["turnId"], thread.usage_updates)
+        if mark == thread.compaction_mark:
+            return None
+        thread = replace(
+            thread, compaction_count=thread.compaction_count + 1, last_compaction_at=now, compaction_mark=mark
+        )
+        if thread.reading is None or thread.window is None:
+            self._threads[thread_id] = thread  # counted; reported with the first usage
+            return None
+        return self._store(thread_id, thread, thread.reading.last_usage, thread.window, now)
+
+    def _store(self, thread_id: str, thread: _Thread, last: TokenUsage, window: int, now: datetime) -> Reading:
+        arrival_ms = int(now.timestamp() * 1000)
+        previous = thread.reading.position if thread.reading else -1
+        reading = Reading(
+            thread_id=thread_id,
+            source_kind=SourceKind.CODEX_APP_SERVER,
+            position=max(arrival_ms, previous + 1),
+            observed_at=now,
+            last_usage=last,
+            context_window=window,
+            compaction_count=thread.compaction_count,
+            last_compaction_at=thread.last_compaction_at,
+        )
+        self._threads[thread_id] = replace(thread, reading=reading)
+        return reading

@@ -1,0 +1,123 @@
+"""Delivery through the worker report API (spec 5.2): `POST /api/v1/workers/{worker_id}/thread-context`.
+
+The body is exactly the 5.2 request. The snapshot's identity travels in headers (`Idempotency-Key`: snapshot_id,
+`X-Snapshot-Version`), since the 5.2 body has no field for them and the API must not invent a version of its own.
+Transient failures (unreachable, 429, 502, 503, 504) are retried with exponential backoff, honouring `Retry-After`.
+Plain urllib in a thread: one blocking request per report is all a worker needs, and it adds no dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.message import Message
+from email.utils import parsedate_to_datetime
+
+from reporter.sink import DeliveryError, RejectedRecord
+from schemas import SessionEvent, ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
+from schemas.codec import encode_record
+
+REPORT_PATH = "/api/v1/workers/{worker_id}/thread-context"  # spec 5.2
+TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+_SNAPSHOT_IDENTITY = frozenset({"snapshot_id", "snapshot_version"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_delay_seconds: float = 0.5
+    max_delay_seconds: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The server's `Retry-After` when it gave one, else exponential backoff; never beyond the cap."""
+        wanted = retry_after if retry_after is not None else self.base_delay_seconds * 2**attempt
+        return min(max(wanted, 0.0), self.max_delay_seconds)
+
+
+def retry_after_seconds(headers: Message, now: datetime) -> float | None:
+    """`Retry-After` as seconds: either delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return (parsedate_to_datetime(value) - now).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def report_body(snapshot: ThreadContextSnapshot) -> bytes:
+    fields = {name: getattr(snapshot, name) for name in WorkerReportRequest.model_fields}
+    return encode_record(WorkerReportRequest(**fields))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    headers: Message
+    body: bytes
+
+
+class HttpSink:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout_seconds: float = 10.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.retry = retry
+        self.timeout_seconds = timeout_seconds
+        self._sleep = sleep
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> _Answer:
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as answer:
+                return _Answer(answer.status, answer.headers, answer.read())
+        except urllib.error.HTTPError as error:
+            return _Answer(error.code, error.headers, error.read())
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        url = self.base_url + REPORT_PATH.format(worker_id=urllib.parse.quote(snapshot.worker_id, safe=""))
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": snapshot.snapshot_id,
+            "X-Snapshot-Version": str(snapshot.snapshot_version),
+        }
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        body = report_body(snapshot)
+        last_failure = ""
+        for attempt in range(self.retry.attempts):
+            try:
+                answer = await asyncio.to_thread(self._post, url, body, headers)
+            except OSError as error:  # refused, reset, timed out, name not resolved
+                last_failure, retry_after = repr(error), None
+            else:
+                if 200 <= answer.status < 300:
+                    return WorkerReportResponse.model_validate_json(answer.body).next_required_report_in_seconds
+                if answer.status not in TRANSIENT_STATUS:
+                    raise RejectedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
+                last_failure = f"{answer.status} {answer.body[:200]!r}"
+                retry_after = retry_after_seconds(answer.headers, datetime.now(UTC))
+            if attempt + 1 < self.retry.attempts:
+                await self._sleep(self.retry.delay(attempt, retry_after))
+        raise DeliveryError(f"{url}: gave up after {self.retry.attempts} attempts; last: {last_failure}")
+
+    async def send_event(self, event: SessionEvent) -> None:
+        raise RejectedRecord("spec 5.2 has no endpoint for session events: send them through Kafka")
+
+    async def close(self) -> None:
+        return None

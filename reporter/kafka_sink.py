@@ -1,0 +1,51 @@
+"""Delivery straight to the pipeline's input topics for workers that reach Kafka: idempotent, acks from all replicas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+
+from schemas import SessionEvent, ThreadContextSnapshot
+from schemas.codec import encode_record
+from streams.engine.batch import SESSION_EVENTS, SNAPSHOTS
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    key: bytes
+    value: bytes
+
+
+def snapshot_record(snapshot: ThreadContextSnapshot, topic_prefix: str) -> KafkaRecord:
+    """Keyed by thread, like every input of the engine, so one thread's records stay in order on one partition."""
+    return KafkaRecord(f"{topic_prefix}{SNAPSHOTS}", snapshot.thread_id.encode(), encode_record(snapshot))
+
+
+def event_record(event: SessionEvent, topic_prefix: str) -> KafkaRecord:
+    return KafkaRecord(f"{topic_prefix}{SESSION_EVENTS}", event.thread_id.encode(), encode_record(event))
+
+
+class KafkaSink:
+    """Sends each record and waits for its acknowledgement; the engine answers no interval, so spec 5.1's apply."""
+
+    def __init__(self, bootstrap_servers: str, topic_prefix: str) -> None:
+        self.topic_prefix = topic_prefix
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, enable_idempotence=True, acks="all")
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def _send(self, record: KafkaRecord) -> None:
+        await self._producer.send_and_wait(record.topic, record.value, key=record.key)
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        await self._send(snapshot_record(snapshot, self.topic_prefix))
+        return None
+
+    async def send_event(self, event: SessionEvent) -> None:
+        await self._send(event_record(event, self.topic_prefix))
+
+    async def close(self) -> None:
+        await self._producer.stop()

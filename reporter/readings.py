@@ -1,0 +1,113 @@
+"""A reading: what a source knows about one thread at one point, and how it becomes a snapshot (spec 3.2).
+
+Identity and versioning. A reading carries a `position`: an integer that grows with the source, per thread and source
+kind (a rollout line's end offset in its file; for app-server notifications, which carry no time or sequence, the
+arrival time in epoch milliseconds). `snapshot_version = position << RESEND_BITS | resend`, where `resend` counts the
+cadence re-sends of the same reading (spec 5.1), so a re-send is newer than its reading and older than the next one.
+`snapshot_id` is derived from thread, source kind, version and `captured_at` only, so the same reading sent again (a
+reporter that restarted before saving its read position re-reads the line) carries the same id and version, and the
+engine drops it; a re-send is stamped with the time it is sent, so it has an id of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from reporter.budget import CodexProfile, TokenUsage
+from schemas import ContextBudgetLevel, SourceKind, ThreadContextSnapshot
+from streams.engine.levels import classify_level
+
+log = logging.getLogger(__name__)
+
+RESEND_BITS = 10
+"""Re-sends of one reading the version can tell apart: 1023, over 85 minutes at the 5 s cadence of spec 5.1."""
+MAX_RESEND = (1 << RESEND_BITS) - 1
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who reports: from the worker's configuration, stamped on every snapshot."""
+
+    node_id: str
+    worker_id: str
+    project_id: str
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    thread_id: str
+    source_kind: SourceKind
+    position: int
+    """Grows with the source, per thread and source kind; the high bits of `snapshot_version`."""
+    observed_at: datetime
+    last_usage: TokenUsage
+    context_window: int
+    compaction_count: int = 0
+    last_compaction_at: datetime | None = None
+    must_finish: bool = False
+
+
+def snapshot_version(position: int, resend: int = 0) -> int:
+    if not 0 <= resend <= MAX_RESEND:
+        raise ValueError(f"resend {resend} outside 0..{MAX_RESEND}")
+    return position << RESEND_BITS | resend
+
+
+def snapshot_id(thread_id: str, source_kind: SourceKind, version: int, captured_at: datetime) -> str:
+    digest = hashlib.sha256(f"{source_kind.value}|{thread_id}|{version}|{captured_at.isoformat()}".encode()).hexdigest()
+    return f"snap-{digest[:32]}"
+
+
+def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
+    return float(profile.percent_remaining(reading.last_usage, reading.context_window))
+
+
+def reading_level(reading: Reading, profile: CodexProfile) -> ContextBudgetLevel:
+    """The level the worker reports, with the engine's own classification and spec 4's default policy."""
+    return classify_level(remaining_pct(reading, profile))
+
+
+def to_snapshot(
+    reading: Reading,
+    identity: Identity,
+    profile: CodexProfile,
+    resend: int = 0,
+    captured_at: datetime | None = None,
+) -> ThreadContextSnapshot:
+    """The snapshot of a reading; a re-send passes its ordinal and the time it is sent."""
+    version = snapshot_version(reading.position, resend)
+    captured_at = captured_at or reading.observed_at
+    pct = remaining_pct(reading, profile)
+    return ThreadContextSnapshot(
+        snapshot_id=snapshot_id(reading.thread_id, reading.source_kind, version, captured_at),
+        snapshot_version=version,
+        node_id=identity.node_id,
+        worker_id=identity.worker_id,
+        project_id=identity.project_id,
+        task_id=identity.task_id,
+        thread_id=reading.thread_id,
+        source_kind=reading.source_kind,
+        context_budget_remaining_pct=pct,
+        context_budget_level=classify_level(pct),
+        must_finish_before_compaction=reading.must_finish,
+        last_compaction_at=reading.last_compaction_at,
+        compaction_count=reading.compaction_count,
+        captured_at=captured_at,
+    )
+
+
+class SkipLog:
+    """Counts and logs input lines a parser cannot use (malformed, unknown, incomplete); never raises."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.counts: Counter[str] = Counter()
+
+    def skip(self, reason: str, detail: str) -> None:
+        self.counts[reason] += 1
+        log.warning("%s: skipped a line (%s): %s", self.source, reason, detail[:200])

@@ -1,0 +1,167 @@
+"""The reporter: readings in, snapshots out through a sink at the cadence of spec 5.1; session events passed through.
+
+`Reporter` is importable by workers that embed it: feed it readings (`observe`), set must-finish when the worker knows
+it, and call `flush` whenever `next_due` comes. The `run_*` coroutines drive it from the three sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from pydantic import ValidationError
+
+from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
+from reporter.cadence import Cadence, Outgoing
+from reporter.codex_app_server import CodexAppServerParser
+from reporter.codex_rollouts import RolloutTailer
+from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
+from reporter.sink import DeliveryError, RejectedRecord, Sink
+from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
+from schemas.codec import Codec, DecodeError
+
+log = logging.getLogger(__name__)
+
+_EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
+DELIVERY_PAUSE = timedelta(seconds=5)
+"""After the sink gave up (its own retries exhausted), wait this long before the next attempt."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reporter:
+    def __init__(
+        self,
+        identity: Identity,
+        sink: Sink,
+        profile: CodexProfile = DEFAULT_CODEX_PROFILE,
+        cadence: Cadence | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.identity = identity
+        self.sink = sink
+        self.profile = profile
+        self.cadence = cadence or Cadence()
+        self.clock = clock
+        self.sent = 0
+        self._must_finish: dict[str, bool] = {}
+        self._paused_until = datetime.min.replace(tzinfo=UTC)
+
+    def observe(self, reading: Reading) -> None:
+        """Take a new reading of a thread; a significant change makes it due at once."""
+        reading = replace(reading, must_finish=self._must_finish.get(reading.thread_id, False))
+        try:
+            to_snapshot(reading, self.identity, self.profile)
+        except (ValidationError, ValueError) as error:
+            log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
+            return
+        self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
+
+    def set_must_finish(self, thread_id: str, value: bool) -> None:
+        """Spec 4.2 as the worker knows it; a change is significant and goes out at once under a new version."""
+        if self._must_finish.get(thread_id, False) == value:
+            return
+        self._must_finish[thread_id] = value
+        for source in SourceKind:
+            if (latest := self.cadence.latest(thread_id, source)) is not None:
+                self.observe(latest)
+
+    async def flush(self, final: bool = False) -> int:
+        """Send what is due (with `final`, also every reading not sent yet); returns how many were delivered.
+
+        Stops at the first delivery failure: what was not delivered stays due and goes out on a later flush.
+        """
+        now = self.clock()
+        if now < self._paused_until and not final:
+            return 0
+        outgoing = self.cadence.unsent(now) if final else self.cadence.due(now)
+        delivered = 0
+        for item in outgoing:
+            try:
+                interval = await self.sink.send_snapshot(self._snapshot(item))
+            except DeliveryError as error:
+                log.warning("reporter: delivery failed, retrying in %.0f s: %s", DELIVERY_PAUSE.total_seconds(), error)
+                self._paused_until = self.clock() + DELIVERY_PAUSE
+                break
+            except RejectedRecord as error:
+                log.error("reporter: the receiver rejected a snapshot of thread %r: %s", item.reading.thread_id, error)
+                interval = None  # counted as sent: the same record would be rejected again
+            self.cadence.sent(item, self.clock(), interval)
+            delivered += 1
+        self.sent += delivered
+        return delivered
+
+    def _snapshot(self, item: Outgoing) -> ThreadContextSnapshot:
+        return to_snapshot(item.reading, self.identity, self.profile, item.resend, item.captured_at)
+
+    def seconds_until_due(self) -> float | None:
+        due = self.cadence.next_due()
+        if due is None:
+            return None
+        return max((max(due, self._paused_until) - self.clock()).total_seconds(), 0.0)
+
+
+async def run_app_server(
+    reporter: Reporter, lines: AsyncIterator[str], parser: CodexAppServerParser | None = None
+) -> None:
+    """Report from app-server notification lines until they end.
+
+    Lines are parsed as they come, whatever the sink is doing (a slow or unavailable API never holds up the stream
+    being read); the cadence keeps only each thread's latest reading, so memory stays bounded by the threads.
+    """
+    parser = parser or CodexAppServerParser()
+    arrived = asyncio.Event()
+
+    async def read() -> None:
+        async for line in lines:
+            if (reading := parser.feed(line, reporter.clock())) is not None:
+                reporter.observe(reading)
+                arrived.set()
+
+    reader = asyncio.create_task(read())
+    try:
+        while not reader.done():
+            arrived.clear()
+            await reporter.flush()
+            waiter = asyncio.create_task(arrived.wait())
+            timeout = reporter.seconds_until_due()
+            await asyncio.wait({reader, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        await reader  # raises what the reader raised
+        await reporter.flush(final=True)
+    finally:
+        reader.cancel()
+
+
+async def run_rollouts(reporter: Reporter, tailer: RolloutTailer, poll_seconds: float = 1.0) -> None:
+    """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
+    with them and offered again on restart)."""
+    for reading in tailer.restored():
+        reporter.observe(reading)
+    while True:
+        for reading in tailer.poll():
+            reporter.observe(reading)
+        await reporter.flush()
+        tailer.commit()
+        due = reporter.seconds_until_due()
+        await asyncio.sleep(poll_seconds if due is None else min(poll_seconds, due))
+
+
+async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:
+    """Validate and pass through our own session events, one JSON object per line; invalid lines are skipped."""
+    skipped = SkipLog("session events")
+    async for line in lines:
+        if not line.strip():
+            continue
+        try:
+            event = _EVENT_CODEC.decode(line.encode())
+        except DecodeError as error:
+            skipped.skip(error.reason, error.detail)
+            continue
+        await sink.send_event(event)
+    return skipped

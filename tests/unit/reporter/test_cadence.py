@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from reporter.budget import TokenUsage
+from reporter.cadence import Cadence
+from reporter.readings import Reading
+from schemas import ContextBudgetLevel, SourceKind
+
+T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
+SAFE, WATCH, CRITICAL = ContextBudgetLevel.SAFE, ContextBudgetLevel.WATCH, ContextBudgetLevel.CRITICAL
+
+
+def _reading(position: int, at: datetime, compactions: int = 0) -> Reading:
+    return Reading("t", SourceKind.CODEX_APP_SERVER, position, at, TokenUsage(50_000), 258_400, compactions)
+
+
+def _at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _send_due(cadence: Cadence, now: datetime, answer: int | None = None) -> list[tuple[int, int]]:
+    """(position, resend) of what was due and is now sent."""
+    due = cadence.due(now)
+    for item in due:
+        cadence.sent(item, now, answer)
+    return [(o.reading.position, o.resend) for o in due]
+
+
+def test_first_reading_goes_out_at_once() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    assert _send_due(cadence, T0) == [(1, 0)]
+
+
+def test_nothing_new_is_resent_every_interval_of_the_level() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), WATCH, T0)
+    _send_due(cadence, T0)
+    assert _send_due(cadence, _at(14.9)) == []
+    assert _send_due(cadence, _at(15)) == [(1, 1)]
+    assert cadence.next_due() == _at(30)
+    resent = cadence.due(_at(30))
+    assert resent[0].captured_at == _at(30)
+
+
+def test_a_reading_in_the_same_level_waits_for_the_due_time() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)
+    cadence.observe(_reading(2, _at(3)), SAFE, _at(3))
+    assert _send_due(cadence, _at(3)) == []
+    assert _send_due(cadence, _at(30)) == [(2, 0)]  # the new reading itself, not a re-send
+
+
+def test_a_level_change_or_a_compaction_goes_out_at_once() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)
+    cadence.observe(_reading(2, _at(3)), CRITICAL, _at(3))
+    assert _send_due(cadence, _at(3)) == [(2, 0)]
+    cadence.observe(_reading(3, _at(4), compactions=1), CRITICAL, _at(4))
+    assert _send_due(cadence, _at(4)) == [(3, 0)]
+
+
+def test_a_must_finish_change_goes_out_at_once_under_a_new_version() -> None:
+    cadence = Cadence()
+    reading = _reading(1, T0)
+    cadence.observe(reading, SAFE, T0)
+    _send_due(cadence, T0)
+    cadence.observe(replace(reading, must_finish=True), SAFE, _at(2))
+    assert _send_due(cadence, _at(2)) == [(1, 1)]
+
+
+def test_the_engines_answer_sets_the_interval() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0, answer=5)  # the engine judges the thread urgent
+    assert cadence.next_due() == _at(5)
+
+
+def test_an_idle_thread_stops_being_resent() -> None:
+    cadence = Cadence(idle_after=timedelta(seconds=60))
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)
+    assert _send_due(cadence, _at(30)) == [(1, 1)]
+    assert _send_due(cadence, _at(60)) == [(1, 2)]
+    assert cadence.next_due() is None
+
+
+def test_a_reading_superseded_in_flight_stays_due() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    [first] = cadence.due(T0)
+    cadence.observe(_reading(2, _at(1)), SAFE, _at(1))
+    cadence.sent(first, _at(1))
+    assert _send_due(cadence, _at(1)) == [(2, 0)]
+
+
+def test_unsent_readings_are_flushed_when_the_input_ends() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)
+    cadence.observe(_reading(2, _at(1)), SAFE, _at(1))
+    assert [(o.reading.position, o.resend) for o in cadence.unsent(_at(1))] == [(2, 0)]
+
+
+def test_most_severe_threads_go_first() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    cadence.observe(replace(_reading(1, T0), thread_id="u"), CRITICAL, T0)
+    assert [o.reading.thread_id for o in cadence.due(T0)] == ["u", "t"]

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.codex_app_server import CodexAppServerParser
+from reporter.readings import Reading, remaining_pct
+from schemas import SourceKind
+
+T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
+
+
+def _feed(lines: list[str]) -> tuple[CodexAppServerParser, list[tuple[datetime, Reading]]]:
+    parser = CodexAppServerParser()
+    out = []
+    for i, line in enumerate(lines):
+        now = T0 + timedelta(seconds=i)
+        if (reading := parser.feed(line, now)) is not None:
+            out.append((now, reading))
+    return parser, out
+
+
+def test_a_session_that_grows_compacts_and_grows_again(app_server_lines: list[str]) -> None:
+    _, readings = _feed(app_server_lines)
+    assert [(remaining_pct(r, DEFAULT_CODEX_PROFILE), r.compaction_count) for _, r in readings] == [
+        (81.0, 0),
+        (46.0, 0),
+        (12.0, 0),
+        (93.0, 0),  # the usage Codex recomputes after compacting comes before the compaction item completes
+        (93.0, 1),
+        (65.0, 1),
+    ]
+    compacted_at = readings[4][0]
+    assert all(r.last_compaction_at == compacted_at for _, r in readings[4:])
+    assert {r.source_kind for _, r in readings} == {SourceKind.CODEX_APP_SERVER}
+    assert {r.context_window for _, r in readings} == {258_400}
+
+
+def test_occupancy_is_the_last_request_not_the_cumulative_total(app_server_lines: list[str]) -> None:
+    _, readings = _feed(app_server_lines)
+    critical = readings[2][1]
+    assert critical.last_usage.total_tokens == 232_000  # the cumulative total of that line is 442,000 > the window
+
+
+def test_a_compaction_announced_twice_is_counted_once(app_server_lines: list[str]) -> None:
+    _, readings = _feed(app_server_lines)
+    assert readings[-1][1].compaction_count == 1
+
+
+def test_unknown_methods_and_malformed_lines_are_counted_not_raised(app_server_lines: list[str]) -> None:
+    parser, _ = _feed([*app_server_lines, "[1, 2]", '{"method":"thread/tokenUsage/updated","params":{"threadId":7}}'])
+    assert parser.skipped.counts == {
+        "unknown_method": 1,
+        "malformed_json": 1,
+        "not_an_object": 1,
+        "malformed_params": 1,
+    }
+
+
+def test_positions_grow_per_thread_even_within_one_millisecond() -> None:
+    usage = {"totalTokens": 20_000, "reasoningOutputTokens": 0}
+    line = json.dumps(
+        {
+            "method": "thread/tokenUsage/updated",
+            "params": {
+                "threadId": "t",
+                "turnId": "u",
+                "tokenUsage": {"total": usage, "last": usage, "modelContextWindow": 200_000},
+            },
+        }
+    )
+    parser = CodexAppServerParser()
+    first, second = parser.feed(line, T0), parser.feed(line, T0)
+    assert first is not None
+    assert second is not None
+    assert second.position == first.position + 1 == int(T0.timestamp() * 1000) + 1
+
+
+def test_a_missing_window_falls_back_to_the_last_one_reported(app_server_lines: list[str]) -> None:
+    first = json.loads(app_server_lines[2])
+    later = json.loads(app_server_lines[3])
+    later["params"]["tokenUsage"]["modelContextWindow"] = None
+    parser = CodexAppServerParser()
+    parser.feed(json.dumps(first), T0)
+    reading = parser.feed(json.dumps(later), T0 + timedelta(seconds=1))
+    assert reading is not None
+    assert reading.context_window == 258_400
+
+
+def test_usage_before_any_window_is_skipped() -> None:
+    usage = {"totalTokens": 20_000}
+    line = json.dumps(
+        {
+            "method": "thread/tokenUsage/updated",
+            "params": {"threadId": "t", "turnId": "u", "tokenUsage": {"total": usage, "last": usage}},
+        }
+    )
+    parser = CodexAppServerParser()
+    assert parser.feed(line, T0) is None
+    assert parser.skipped.counts == {"no_context_window": 1}

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from reporter.cli import file_lines
+from reporter.codex_rollouts import RolloutTailer
+from reporter.readings import Identity
+from reporter.reporter import Reporter, run_app_server, run_events
+from reporter.sink import DeliveryError
+from schemas import ContextBudgetLevel, SessionEvent, SourceKind, ThreadContextSnapshot
+from tests.unit.reporter.conftest import FIXTURES, ROLLOUT_FILE
+
+IDENTITY = Identity(node_id="mac-01", worker_id="worker-mac-01", project_id="proj-001", task_id="task-017")
+T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class _Sink:
+    def __init__(self, down: int = 0) -> None:
+        self.snapshots: list[ThreadContextSnapshot] = []
+        self.events: list[SessionEvent] = []
+        self.down = down
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        if self.down:
+            self.down -= 1
+            raise DeliveryError("down")
+        self.snapshots.append(snapshot)
+        return None
+
+    async def send_event(self, event: SessionEvent) -> None:
+        self.events.append(event)
+
+    async def close(self) -> None:
+        return None
+
+
+async def _ticking(lines: list[str], clock: _Clock, reporter: Reporter) -> AsyncIterator[str]:
+    """One line a second, each after the reporter has sent what was due (a stream slower than the sink)."""
+    for line in lines:
+        while reporter.cadence.due(clock.now):  # noqa: ASYNC110 - a pure condition, no event to wait on
+            await asyncio.sleep(0)
+        clock.now += timedelta(seconds=1)
+        yield line
+
+
+async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
+    clock, sink = _Clock(), _Sink()
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    await run_app_server(reporter, _ticking(lines, clock, reporter))
+    return sink.snapshots
+
+
+async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
+    sent = await _report_app_server(app_server_lines)
+    assert [(s.context_budget_remaining_pct, s.context_budget_level, s.compaction_count) for s in sent] == [
+        (81.0, ContextBudgetLevel.SAFE, 0),
+        (46.0, ContextBudgetLevel.WATCH, 0),
+        (12.0, ContextBudgetLevel.CRITICAL, 0),
+        (93.0, ContextBudgetLevel.SAFE, 0),
+        (93.0, ContextBudgetLevel.SAFE, 1),
+        (65.0, ContextBudgetLevel.SAFE, 1),  # not significant: sent when the input ends
+    ]
+    assert all(s.source_kind is SourceKind.CODEX_APP_SERVER for s in sent)
+    assert (sent[0].node_id, sent[0].worker_id, sent[0].project_id, sent[0].task_id) == (
+        "mac-01",
+        "worker-mac-01",
+        "proj-001",
+        "task-017",
+    )
+    versions = [s.snapshot_version for s in sent]
+    assert versions == sorted(set(versions))
+
+
+async def test_the_same_input_gives_the_same_snapshot_ids(app_server_lines) -> None:
+    first = await _report_app_server(app_server_lines)
+    again = await _report_app_server(app_server_lines)
+    assert [s.snapshot_id for s in first] == [s.snapshot_id for s in again]
+    assert len({s.snapshot_id for s in first}) == len(first)
+
+
+async def test_a_failed_delivery_is_retried_after_the_pause() -> None:
+    clock, sink = _Clock(), _Sink(down=1)
+    tailer = RolloutTailer(FIXTURES, Path("/nonexistent/state.json"))
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    for reading in tailer.poll():
+        reporter.observe(reading)
+    assert await reporter.flush() == 0
+    assert reporter.seconds_until_due() == 5.0
+    clock.now += timedelta(seconds=5)
+    assert await reporter.flush() == 1  # the most recent reading; earlier ones were superseded before sending
+
+
+async def test_a_restarted_rollout_reporter_resends_its_last_reading_as_a_duplicate(tmp_path: Path) -> None:
+    (tmp_path / ROLLOUT_FILE.name).write_bytes(ROLLOUT_FILE.read_bytes())
+    state = tmp_path / "state.json"
+    clock = _Clock()
+    before, after = _Sink(), _Sink()
+    tailer = RolloutTailer(tmp_path, state)
+    reporter = Reporter(IDENTITY, before, clock=clock)
+    for reading in tailer.poll():
+        reporter.observe(reading)
+    await reporter.flush(final=True)
+    tailer.commit()
+
+    restarted = Reporter(IDENTITY, after, clock=clock)
+    for reading in RolloutTailer(tmp_path, state).restored():
+        restarted.observe(reading)
+    await restarted.flush()
+    assert [s.snapshot_id for s in after.snapshots] == [before.snapshots[-1].snapshot_id]
+    assert after.snapshots[0] == before.snapshots[-1]  # same id, version and captured_at: the engine drops it
+
+
+async def test_must_finish_goes_out_at_once_with_a_newer_version(app_server_lines) -> None:
+    clock, sink = _Clock(), _Sink()
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
+    clock.now += timedelta(seconds=1)
+    reporter.set_must_finish("thr_a", True)
+    assert await reporter.flush() == 1
+    previous, flagged = sink.snapshots[-2:]
+    assert flagged.must_finish_before_compaction
+    assert flagged.snapshot_version == previous.snapshot_version + 1
+
+
+async def test_session_events_pass_through_after_validation() -> None:
+    sink = _Sink()
+    skipped = await run_events(sink, file_lines(FIXTURES / "session_events.jsonl"))
+    assert [e.event_id for e in sink.events] == ["ev-1", "ev-2", "ev-4"]
+    assert skipped.counts == {"validation_error": 1}

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from reporter.http_sink import HttpSink, RetryPolicy
+from reporter.kafka_sink import event_record, snapshot_record
+from reporter.sink import DeliveryError, RejectedRecord
+from schemas import SESSION_EVENT_ADAPTER, ThreadContextSnapshot, WorkerReportRequest
+from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE
+
+SNAP = ThreadContextSnapshot.model_validate_json(json.dumps(SNAPSHOT))
+
+
+class _Server:
+    """A local API that answers each POST with the next scripted (status, headers, body) and records the requests."""
+
+    def __init__(self, script: list[tuple[int, dict[str, str], bytes]]) -> None:
+        self.script = script
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                server.requests.append((self.path, dict(self.headers), body))
+                status, headers, answer = server.script[min(len(server.requests), len(server.script)) - 1]
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    servers: list[_Server] = []
+
+    def start(script: list[tuple[int, dict[str, str], bytes]]) -> _Server:
+        server = _Server(script)
+        threading.Thread(target=server.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
+OK = (200, {"Content-Type": "application/json"}, json.dumps(SPEC_REPORT_RESPONSE).encode())
+UNAVAILABLE = (503, {"Retry-After": "2"}, b"busy")
+
+
+class _Sleeps(list[float]):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+async def test_http_sink_posts_the_5_2_body_with_identity_headers_and_returns_the_interval(serve) -> None:
+    server = serve([OK])
+    sink = HttpSink(server.url, token="tok-1")
+    assert await sink.send_snapshot(SNAP) == 5
+    [(path, headers, body)] = server.requests
+    assert path == "/api/v1/workers/worker-mac-01/thread-context"
+    assert headers["Authorization"] == "Bearer tok-1"
+    assert headers["Idempotency-Key"] == "snap-1"
+    assert headers["X-Snapshot-Version"] == "7"
+    assert WorkerReportRequest.model_validate_json(body) == WorkerReportRequest.model_validate_json(
+        json.dumps(SPEC_REPORT_REQUEST)
+    )
+
+
+async def test_http_sink_retries_503_honouring_retry_after(serve) -> None:
+    server = serve([UNAVAILABLE, (503, {}, b""), OK])
+    sleeps = _Sleeps()
+    sink = HttpSink(server.url, retry=RetryPolicy(attempts=5, base_delay_seconds=0.25), sleep=sleeps)
+    assert await sink.send_snapshot(SNAP) == 5
+    assert sleeps == [2.0, 0.5]  # the server's Retry-After, then backoff 0.25 x 2^1
+    assert len(server.requests) == 3
+
+
+async def test_http_sink_gives_up_after_its_attempts(serve) -> None:
+    server = serve([UNAVAILABLE])
+    sink = HttpSink(server.url, retry=RetryPolicy(attempts=3), sleep=_Sleeps())
+    with pytest.raises(DeliveryError, match="gave up after 3 attempts"):
+        await sink.send_snapshot(SNAP)
+    assert len(server.requests) == 3
+
+
+async def test_http_sink_does_not_retry_a_rejected_report(serve) -> None:
+    server = serve([(422, {}, b'{"detail":"bad"}')])
+    with pytest.raises(RejectedRecord, match="422"):
+        await HttpSink(server.url, sleep=_Sleeps()).send_snapshot(SNAP)
+    assert len(server.requests) == 1
+
+
+async def test_http_sink_retries_an_unreachable_api() -> None:
+    sleeps = _Sleeps()
+    sink = HttpSink("http://127.0.0.1:9", retry=RetryPolicy(attempts=2), sleep=sleeps)  # discard port: refused
+    with pytest.raises(DeliveryError):
+        await sink.send_snapshot(SNAP)
+    assert len(sleeps) == 1
+
+
+def test_retry_after_as_an_http_date_is_honoured() -> None:
+    from email.message import Message
+
+    from reporter.http_sink import retry_after_seconds
+
+    headers = Message()
+    headers["Retry-After"] = "Wed, 25 Mar 2026 07:00:09 GMT"
+    assert retry_after_seconds(headers, datetime(2026, 3, 25, 7, 0, tzinfo=UTC)) == 9.0
+
+
+def test_kafka_records_go_to_the_prefixed_input_topics_keyed_by_thread() -> None:
+    record = snapshot_record(SNAP, "ctx.")
+    assert (record.topic, record.key) == ("ctx.snapshots", b"thread-abc")
+    assert ThreadContextSnapshot.model_validate_json(record.value) == SNAP
+    event = SESSION_EVENT_ADAPTER.validate_python(
+        {
+            "type": "compact_requested",
+            "thread_id": "thread-abc",
+            "event_id": "e1",
+            "occurred_at": SNAP.captured_at,
+            "requested_by": "u1",
+        }
+    )
+    record = event_record(event, "ctx.")
+    assert (record.topic, record.key) == ("ctx.session-events", b"thread-abc")
+    assert SESSION_EVENT_ADAPTER.validate_json(record.value) == event
