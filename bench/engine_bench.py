@@ -54,7 +54,7 @@ def in_process(records: list[SimRecord]) -> None:
     for start in range(0, len(messages), BATCH):
         result = process_batch(messages[start : start + BATCH], load, {}.get, datetime.now(UTC),
                                config, "")  # fmt: skip
-        stored.update({t: SLOT_CODEC.encode(s) for t, s in result.slots.items()})
+        stored.update({t: SLOT_CODEC.encode(s) for t, s in result.states.items()})
         outputs += len(result.emits)
     engine = len(messages) / (time.perf_counter() - started)
     print(f"in-process: {len(messages)} records, {outputs} outputs")

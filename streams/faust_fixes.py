@@ -1,18 +1,27 @@
-"""A correction to faust-streaming 0.15.3's choice of which input offset to commit.
+"""Corrections to faust-streaming 0.15.3's at-least-once bookkeeping: never commit past a record not applied.
 
-`Consumer._new_offset` must never commit past a record that was not acknowledged. Upstream checks the gap at the
-head of the acknowledged offsets with `min(acked) - committed > 1`, where `committed` is the next offset to read, so
-one unacknowledged record right at the committed position is skipped; and it skips the check entirely while the
-committed offset is 0. A record in flight across a rebalance is exactly such a record: its offset got committed
-without it ever being applied. This replacement keeps upstream's behaviour otherwise (gaps left by compaction or
-transaction markers still count as acknowledged).
+1. `Consumer._new_offset` must never commit past a record that was not acknowledged. Upstream checks the gap at the
+   head of the acknowledged offsets with `min(acked) - committed > 1`, where `committed` is the next offset to read,
+   so one unacknowledged record right at the committed position is skipped; and it skips the check entirely while the
+   committed offset is 0. The replacement keeps upstream's behaviour otherwise (gaps left by compaction or
+   transaction markers still count as acknowledged).
+
+2. `Stream.__aiter__` *skips* a record it dequeues while flow control is suspended (a rebalance is under way) or
+   whose fetch generation is older than the consumer's, and then acknowledges it "so the lag does not grow". The
+   skipped record never reached an agent, yet its offset becomes committable: a record delivered by the fetcher just
+   after a revocation began was committed in the revocation's final commit and never applied by any worker. Skipped
+   records are exactly the ones the stream never started tracking (it marks a record tracked only once it passes the
+   check), so `Consumer.ack` now ignores untracked records; the seek to the committed offset after the rebalance
+   delivers them again.
 """
 
 from __future__ import annotations
 
 from faust.transport.consumer import Consumer
-from faust.types import TP
+from faust.types import TP, Message
 from faust.utils.functional import consecutive_numbers
+
+_upstream_ack = Consumer.ack
 
 
 def _new_offset(self: Consumer, tp: TP) -> int | None:
@@ -37,5 +46,12 @@ def _new_offset(self: Consumer, tp: TP) -> int | None:
     return batch[-1] + 1
 
 
+def _ack(self: Consumer, message: Message) -> bool:
+    if not message.tracked:
+        return False  # skipped by the stream, never applied: it must be read again, not committed
+    return _upstream_ack(self, message)
+
+
 def apply() -> None:
     Consumer._new_offset = _new_offset  # type: ignore[method-assign]
+    Consumer.ack = _ack  # type: ignore[method-assign]

@@ -8,7 +8,6 @@ of its records the batch held.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from schemas import (
@@ -16,7 +15,6 @@ from schemas import (
     AlertCommand,
     Codec,
     CompactionStarted,
-    DeadLetter,
     DecodeError,
     HandoffPackage,
     ThreadContextSnapshot,
@@ -24,6 +22,7 @@ from schemas import (
     WorkFactChanged,
 )
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
+from streams.batching import BatchResult, InputMessage, dead_letter
 from streams.engine.config import EngineConfig
 from streams.engine.fold import (
     Emit,
@@ -43,7 +42,6 @@ SESSION_EVENTS = "session-events"
 HANDOFF_PACKAGES = "handoff-packages"
 ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
 THREAD_STATE = "thread-state"
-DEADLETTER = "deadletter"
 
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
@@ -52,47 +50,16 @@ ALERT_COMMAND_CODEC = Codec(AlertCommand)
 SLOT_CODEC = Codec(ThreadSlot)
 
 
-@dataclass(frozen=True)
-class InputMessage:
-    topic: str
-    """Unprefixed topic name."""
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
-@dataclass
-class BatchResult:
-    slots: dict[str, ThreadSlot] = field(default_factory=dict)
-    """Changed slots by thread id: write these to the table."""
-    emits: list[Emit] = field(default_factory=list)
-
-
-def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
-    return Emit(
-        DEADLETTER,
-        (message.key or b"").decode("utf-8", "replace"),
-        DeadLetter(
-            source_topic=f"{prefix}{message.topic}",
-            partition=message.partition,
-            offset=message.offset,
-            reason=reason,
-            detail=detail,
-            original_key=message.key,
-            original_value=message.value,
-            received_at=now,
-        ),
-    )
-
-
 def _decode(message: InputMessage) -> tuple[str, object] | None:
     """(thread id it belongs to, record), or None for a record the engine does not consume. Raises DecodeError."""
     if message.topic == SNAPSHOTS:
         snapshot = SNAPSHOT_CODEC.decode(message.value)
         return snapshot.thread_id, snapshot
     if message.topic == SESSION_EVENTS:
-        event = EVENT_CODEC.decode(message.value)
+        try:
+            event = EVENT_CODEC.decode(message.value)
+        except DecodeError:
+            return None  # the projection fold reads the same topic and dead-letters it, once
         # Usage samples, surface events and manifests feed the projection fold, not the engine.
         return (event.thread_id, event) if isinstance(event, WorkFactChanged | CompactionStarted) else None
     if message.topic == HANDOFF_PACKAGES:
@@ -133,8 +100,8 @@ def process_batch(
     now: datetime,
     config: EngineConfig,
     prefix: str,
-) -> BatchResult:
-    result = BatchResult()
+) -> BatchResult[ThreadSlot]:
+    result = BatchResult[ThreadSlot]()
     slots: dict[str, ThreadSlot | None] = {}
     for message in messages:
         try:
@@ -156,25 +123,25 @@ def process_batch(
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
         step = _fold(slot, record, policy, now, config)
         if step.slot is not None:
-            slots[thread_id] = result.slots[thread_id] = step.slot
+            slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
     _publish_states(result)
     return result
 
 
-def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: EngineConfig) -> BatchResult:
+def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: EngineConfig) -> BatchResult[ThreadSlot]:
     """The timer's pass over the threads this worker owns."""
-    result = BatchResult()
+    result = BatchResult[ThreadSlot]()
     for thread_id, slot in slots:
         step = tick(slot, now, config)
         if step.slot is not None:
-            result.slots[thread_id] = step.slot
+            result.states[thread_id] = step.slot
             result.emits.extend(step.emits)
     _publish_states(result)
     return result
 
 
-def _publish_states(result: BatchResult) -> None:
-    for thread_id, slot in result.slots.items():
+def _publish_states(result: BatchResult[ThreadSlot]) -> None:
+    for thread_id, slot in result.states.items():
         if slot.state is not None:
             result.emits.append(Emit(THREAD_STATE, thread_id, slot.state))

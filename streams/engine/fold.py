@@ -35,6 +35,7 @@ from schemas import (
     WorkFactChanged,
 )
 from schemas.state import ThreadState, WorkFactState
+from streams.batching import Emit
 from streams.engine import alerts, handoff
 from streams.engine.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
 from streams.engine.config import EngineConfig
@@ -45,15 +46,6 @@ CONTEXT_EVENTS = "context-events"
 ALERTS = "alerts"
 MASTER_ACTIONS = "master-actions"
 CLIENT_EVENTS = "client-events"
-
-
-@dataclass(frozen=True)
-class Emit:
-    """A record to publish: unprefixed topic name, key, value."""
-
-    topic: str
-    key: str
-    record: Record
 
 
 class ThreadSlot(Record):

@@ -68,7 +68,7 @@ def reference(records: list[SimRecord]) -> Expected:
         EngineConfig(stale_factor=100000, handoff_ttl=timedelta(seconds=1e9)),
         "",
     )
-    states = {t: _fingerprint(s.state.model_dump(mode="json")) for t, s in result.slots.items() if s.state}
+    states = {t: _fingerprint(s.state.model_dump(mode="json")) for t, s in result.states.items() if s.state}
     events = {
         e.record.event_id
         for e in result.emits

@@ -1,0 +1,104 @@
+"""What every stateful fold hands the runtime, free of Faust: input messages in, states and records to publish out.
+
+A batch function gets plain messages and a way to load a key's state, and returns the states to write and the
+records to publish (`BatchResult`). `fold_records` is the common shape: decode by topic (dead-lettering what fails),
+check the key, apply a pure per-record fold. The engine has its own batch function with policies and coalescing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from schemas import DeadLetter, DecodeError, Record
+
+S = TypeVar("S")
+DEADLETTER = "deadletter"
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A record to publish: unprefixed topic name, key, value."""
+
+    topic: str
+    key: str
+    record: Record
+
+
+@dataclass(frozen=True)
+class InputMessage:
+    topic: str
+    """Unprefixed topic name."""
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class BatchResult(Generic[S]):
+    states: dict[str, S] = field(default_factory=dict)
+    """Changed states by key: write these to the table."""
+    emits: list[Emit] = field(default_factory=list)
+
+
+class Decoder(Protocol):
+    def decode(self, data: bytes | None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Change(Generic[S]):
+    """One record's effect: the key's new state (None: nothing to write) and the records to publish."""
+
+    state: S | None
+    emits: list[Emit] = field(default_factory=list)
+
+
+def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
+    return Emit(
+        DEADLETTER,
+        (message.key or b"").decode("utf-8", "replace"),
+        DeadLetter(
+            source_topic=f"{prefix}{message.topic}",
+            partition=message.partition,
+            offset=message.offset,
+            reason=reason,
+            detail=detail,
+            original_key=message.key,
+            original_value=message.value,
+            received_at=now,
+        ),
+    )
+
+
+def fold_records(
+    messages: Iterable[InputMessage],
+    load: Callable[[str], S | None],
+    decoders: Mapping[str, Decoder],
+    key_of: Callable[[Any], str],
+    apply: Callable[[S | None, Any], Change[S]],
+    now: datetime,
+    prefix: str,
+) -> BatchResult[S]:
+    """Decode each message with its topic's decoder, check it is keyed by `key_of(record)`, fold it into that key's
+    state. Invalid records become dead letters; the batch goes on."""
+    result: BatchResult[S] = BatchResult()
+    states: dict[str, S | None] = {}
+    for message in messages:
+        try:
+            record = decoders[message.topic].decode(message.value)
+            key = key_of(record)
+            if message.key != key.encode():
+                raise DecodeError("key_mismatch", f"key {message.key!r} is not the record's key {key!r}")
+        except DecodeError as error:
+            result.emits.append(dead_letter(message, error.reason, error.detail, now, prefix))
+            continue
+        if key not in states:
+            states[key] = load(key)
+        change = apply(states[key], record)
+        if change.state is not None:
+            states[key] = result.states[key] = change.state
+        result.emits.extend(change.emits)
+    return result

@@ -1,0 +1,190 @@
+"""The Faust wiring every stateful agent shares: a keyed fold over co-partitioned topics, its table and its timer.
+
+One discipline, kept in one place so each agent in `streams.topology` is a single declaration:
+
+1. Records arrive in batches (`take_events`). Each message is held by one extra reference, because `take_events`
+   acknowledges a batch in a `finally` even when the agent is cancelled mid-batch (rebalance, shutdown); that ack
+   must commit nothing unless ours follows a completed publish.
+2. Nothing is applied while a rebalance is under way: the seek that ends it delivers those records again.
+3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py).
+4. The pure batch function folds them. Its outputs are sent and confirmed by Kafka, then the changed states are
+   written to the table and its changelog confirmed, and only then are the inputs acknowledged. A crash anywhere in
+   between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could persist a
+   state whose outputs never left; its replay would then emit nothing.)
+5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
+   the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka.
+
+Tables are keyed like their input topics (same bytes, same partitioner), so `use_partitioner` writes each changelog
+record to the partition that owns the key; that is what lets batches and timers write outside per-event iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+import faust
+from aiokafka.partitioner import murmur2
+from faust.types import TP
+
+from schemas.codec import encode_record
+from streams.batching import BatchResult, Emit, InputMessage
+from streams.sequencer import Admit, Sequencer
+from streams.settings import Settings
+
+S = TypeVar("S")
+RAW = {"key_type": bytes, "value_type": bytes}
+"""Keys and values stay bytes (the app's serializers are raw); decoding and dead-lettering are ours."""
+
+BatchFn = Callable[[list[InputMessage], Callable[[str], S | None], datetime], BatchResult[S]]
+TickFn = Callable[[Iterable[tuple[str, S]], datetime], BatchResult[S]]
+
+
+class Runtime:
+    def __init__(self, app: faust.App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    def topic(self, *names: str) -> faust.TopicT:
+        return self.app.topic(
+            *(self.settings.topic(n) for n in names), partitions=self.settings.topic_partitions, **RAW
+        )
+
+    def message(self, event: faust.EventT) -> InputMessage:
+        message = event.message
+        return InputMessage(
+            topic=message.topic.removeprefix(self.settings.topic_prefix),
+            partition=message.partition,
+            offset=message.offset,
+            key=message.key,
+            value=message.value,
+        )
+
+    async def send(self, emits: Sequence[Emit]) -> None:
+        """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
+        than that here: a SIGKILL then lost outputs whose states were already written)."""
+        producer = self.app.producer
+        pending = [
+            await producer.send(self.settings.topic(e.topic), e.key.encode(), encode_record(e.record), None, None, None)
+            for e in emits
+        ]
+        await asyncio.gather(*pending)
+
+    async def delivered(self) -> None:
+        """Wait until every record handed to the producer (table changelogs included) is acknowledged by Kafka.
+        Faust's own flush before committing offsets gives up on its buffer after 0.1 s."""
+        buffer = self.app.producer.buffer
+        while buffer.size:
+            await buffer.flush()
+        await self.app.producer.flush()
+
+    def keyed_fold(
+        self,
+        name: str,
+        table: str,
+        inputs: Sequence[str],
+        decode_state: Callable[[bytes], S],
+        batch: BatchFn[S],
+        tick: TickFn[S] | None = None,
+    ) -> KeyedFold[S]:
+        """Register the agent `name` over `inputs` (all keyed alike, same partition count), with `table` holding one
+        state per key, and the timer `tick` when given. Returns the fold, whose `load` reads a key's state."""
+        return KeyedFold(self, name, table, inputs, decode_state, batch, tick)
+
+
+class KeyedFold(Generic[S]):
+    def __init__(
+        self,
+        runtime: Runtime,
+        name: str,
+        table: str,
+        inputs: Sequence[str],
+        decode_state: Callable[[bytes], S],
+        batch: BatchFn[S],
+        tick: TickFn[S] | None,
+    ) -> None:
+        app, settings = runtime.app, runtime.settings
+        self.runtime = runtime
+        self.decode_state = decode_state
+        self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
+        self.lock = asyncio.Lock()
+        self.sequencer: Sequencer[TP] = Sequencer(committed=lambda tp: app.consumer._committed_offset.get(tp))
+        self.owner_topic = settings.topic(inputs[0])
+
+        async def agent(stream: faust.StreamT) -> None:
+            async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+                await self._on_batch(stream, events, batch)
+
+        app.agent(runtime.topic(*inputs), name=name)(agent)
+        if tick is not None:
+
+            async def timer() -> None:
+                await self._on_tick(tick)
+
+            app.timer(settings.tick_seconds, name=f"{name}_tick")(timer)
+
+    def load(self, key: str) -> S | None:
+        raw = self.table.get(key.encode())
+        return self.decode_state(raw) if raw is not None else None
+
+    async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
+        app = self.runtime.app
+        for event in events:
+            event.message.incref()
+        if app.rebalancing:
+            for event in events:  # the seek that ends the rebalance delivers them again
+                _release(app, event.message)
+            return
+        self.sequencer.start(app.consumer_generation_id)
+        verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
+        await self._rewind()
+        messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
+        async with self.lock:
+            await self._publish(batch(messages, self.load, datetime.now(UTC)))
+        for event, verdict in verdicts:
+            if verdict is Admit.AHEAD:
+                _release(app, event.message)
+            else:
+                await stream.ack(event)
+
+    async def _on_tick(self, tick: TickFn[S]) -> None:
+        app = self.runtime.app
+        if app.rebalancing:
+            return
+        await self._rewind()  # also when no record arrives to trigger one
+        async with self.lock:
+            if not app.rebalancing:
+                await self._publish(tick(self._owned(), datetime.now(UTC)))
+
+    async def _publish(self, result: BatchResult[S]) -> None:
+        await self.runtime.send(result.emits)
+        for key, state in result.states.items():
+            self.table[key.encode()] = encode_record(state)
+        if result.states:
+            await self.runtime.delivered()
+
+    async def _rewind(self) -> None:
+        consumer = self.runtime.app.consumer
+        assigned = consumer.assignment()
+        for tp, offset in self.sequencer.rewinds(time.monotonic()).items():
+            if tp in assigned:
+                await consumer.seek(tp, offset)
+
+    def _owned(self) -> Iterator[tuple[str, S]]:
+        """States of the keys whose input partitions this worker actively owns (not standby copies)."""
+        app, partitions = self.runtime.app, self.runtime.settings.topic_partitions
+        owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == self.owner_topic}
+        for key, raw in list(self.table.items()):
+            if raw is not None and (murmur2(key) & 0x7FFFFFFF) % partitions in owned:
+                yield key.decode(), self.decode_state(raw)
+
+
+def _release(app: faust.App, message: faust.types.Message) -> None:
+    """Let go of a record without acknowledging it: its offset never becomes committable (a later delivery of the
+    same offset is what gets applied), and a rebalance does not wait for it (`Consumer.wait_empty` waits for every
+    tracked record that is not acknowledged)."""
+    message.acked = True  # Faust's own later ack of this delivery (take_events' `finally`) is then a no-op
+    app.consumer._unacked_messages.discard(message)
