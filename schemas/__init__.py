@@ -24,6 +24,7 @@ from schemas.enums import (
 from schemas.events import (
     CLIENT_EVENT_ADAPTER,
     ClientEvent,
+    CompactionFinished,
     ContextEvent,
     ConversationContextIndicatorUpdated,
     DeadLetter,
@@ -77,6 +78,7 @@ __all__ = [
     "Codec",
     "CompactRequested",
     "CompactionCompleted",
+    "CompactionFinished",
     "CompactionStarted",
     "CompactionSummary",
     "ContextAlert",

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
-from schemas.base import Count, Flag, Id, IdList, LongText, Name, Percent, Record, ShortText, Timestamp
-from schemas.enums import ClientEventType, ContextBudgetLevel, ContextEventType, MasterAction
+from schemas.base import Count, Flag, Id, IdList, LongText, Name, Percent, Record, ShortText, Timestamp, TokenCount
+from schemas.enums import ClientEventType, ContextBudgetLevel, ContextEventType, MasterAction, TriggerMode
 from schemas.views import ContextBudgetIndicator, WrapUpChecklist
 
 
@@ -46,6 +46,24 @@ class MasterActionRecord(Record):
     checklist: WrapUpChecklist = Field(default_factory=WrapUpChecklist)
     reason: ShortText = ""
     issued_at: Timestamp
+
+
+class CompactionFinished(Record):
+    """One compaction of a thread, from `compaction_started` to `compaction_completed` (seed 000 5.4, spec 9.5).
+
+    Published on `compactions` [thread_id] by the projection fold."""
+
+    event_id: Id = Field(description="The `compaction_completed` session event's id.")
+    thread_id: Id
+    project_id: Id
+    trigger_mode: TriggerMode
+    model: Name | None = Field(default=None, description="Model profile of the thread, when known.")
+    started_at: Timestamp | None = None
+    completed_at: Timestamp
+    tokens_before: TokenCount | None = None
+    tokens_after: TokenCount | None = None
+    summary_token_count: TokenCount | None = Field(default=None, description="Size of the compaction summary.")
+    handoff_ready: Flag = Field(description="A ready handoff package existed for this cycle when it started.")
 
 
 class _ClientEventBase(Record):

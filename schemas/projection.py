@@ -24,6 +24,8 @@ PROJECTION_STATE_VERSION: Literal[1] = 1
 CORE_FIELDS = (
     "thread_id",
     "project_id",
+    "node_id",
+    "worker_id",
     "sample",
     "compaction_count",
     "last_compaction_at",
@@ -101,6 +103,12 @@ class ProjectionState(Record):
     state_version: int = PROJECTION_STATE_VERSION
     thread_id: Id
     project_id: Id | None = None
+    node_id: Id | None = Field(default=None, description="From the events, else the engine's thread state.")
+    worker_id: Id | None = Field(default=None, description="From the events, else the engine's thread state.")
+    handoff_ready: Flag = Field(default=False, description="The engine's thread state holds a ready package.")
+    handoff_ready_at_compaction: Flag = Field(
+        default=False, description="A ready package existed when the open (or last) compaction started (spec 9.5)."
+    )
     sample: UsageAnchor | None = None
     sampled_surface_tokens: TokenCount = Field(default=0, description="Surface when the sample landed (seed 003).")
     surface: Annotated[list[SurfaceEntry], Field(max_length=MAX_SURFACE_ENTRIES)] = Field(default_factory=list)

@@ -33,6 +33,8 @@ class SessionEventBase(Record):
     event_id: Id
     occurred_at: Timestamp
     project_id: Id | None = Field(default=None, description="Set when the producer knows it; else taken from state.")
+    node_id: Id | None = Field(default=None, description="The machine the thread runs on, when the producer knows it.")
+    worker_id: Id | None = Field(default=None, description="The worker that runs the thread, when known.")
 
 
 def _require_exactly_one(record: Record, first: str, second: str) -> None:

@@ -30,7 +30,7 @@ from schemas import (
     ThreadState,
     ThresholdPolicy,
 )
-from sinks.records import CompactionFinished
+from schemas.events import CompactionFinished
 from sinks.rows import TableSpec, as_json, columns, optional
 
 # -- latest state: ReplacingMergeTree(version), read with FINAL -------------------------------------------------------

@@ -55,8 +55,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("client-events", "project_id", False, "ClientEvent: the SSE events of spec 6.4"),
     TopicSpec("project-risk", "project_id", True, "ProjectDetail per project (spec 6.2)"),
     TopicSpec("conversation-indicators", "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
-    # internal: alert commands re-keyed by thread id (a repartition topic of the engine)
+    TopicSpec("compactions", "thread_id", False, "CompactionFinished: one finished compaction"),
+    # internal: repartitions between folds keyed differently
     TopicSpec("alert-commands-by-thread", "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
+    TopicSpec("thread-state-by-project", "project_id", False, "ThreadState | ThreadLeft re-keyed by project"),
+    TopicSpec("conversation-links", "thread_id", False, "ConversationLink: a conversation shows a thread or stops"),
+    TopicSpec("conversation-threads", "conversation_id", False, "ShownThread: ring values of a shown thread"),
     TopicSpec(
         "deadletter",
         "source key",

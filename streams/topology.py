@@ -3,6 +3,9 @@
     policies [project_id]      -> load_policies        -> policies (global table)
     alert-commands [alert_id]  -> route_alert_commands -> alert-commands-by-thread [thread_id]
 
+    session-events [thread_id]   \\ thread_projection -> thread-projections (table)
+    thread-state [thread_id]     /                    -> snapshots (estimator), master-actions (compact_now),
+                                                         compactions, deadletter
     snapshots [thread_id]          \\
     session-events [thread_id]      > thread_engine  -> thread-slots (table)
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
@@ -21,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 import faust
 
 from schemas import Codec, DecodeError, ThresholdPolicy
+from schemas.projection import restore_state
 from streams.app import create_app
 from streams.batching import Emit, InputMessage, dead_letter
 from streams.engine.batch import (
@@ -34,6 +38,10 @@ from streams.engine.batch import (
     tick_all,
 )
 from streams.engine.config import EngineConfig
+from streams.projection.batch import PROJECTION_INPUTS, Projection, projection_batch
+from streams.projection.config import ProjectionConfig
+from streams.projection.estimator import TokenEstimator
+from streams.projection.profiles import ProfileSet
 from streams.runtime import RAW, Runtime
 from streams.settings import Settings
 
@@ -96,6 +104,16 @@ def build(settings: Settings) -> faust.App:
                 await send_dead_letter(message, error)
                 continue
             await runtime.send([Emit(ALERT_COMMANDS_BY_THREAD, command.thread_id, command)])
+
+    # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
+    projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy)
+    runtime.keyed_fold(
+        "thread_projection",
+        "thread-projections",
+        PROJECTION_INPUTS,
+        restore_state,  # any stored fold version: an older one degrades to the raw sample
+        batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
+    )
 
     # -- the thread budget engine -----------------------------------------------------------------------------------
     runtime.keyed_fold(

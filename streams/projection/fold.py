@@ -290,8 +290,8 @@ def _replace_span(entries: list[SurfaceEntry], through: str | None, summary: Sur
 
 
 def _rebased(state: ProjectionState, tokens_after: int, event_id: str) -> ProjectionState:
-    anchor = state.sample.input_tokens - state.sampled_surface_tokens if state.sample is not None else 0
-    remainder = max(0, tokens_after - anchor - state.fixed_surface_tokens)
+    """The surface after a compaction the worker measured: the fixed sections plus one entry for the rest."""
+    remainder = max(0, tokens_after - state.fixed_surface_tokens)
     return state.model_copy(update={"surface": [SurfaceEntry(event_id=event_id, tokens=min(MAX_TOKENS, remainder))]})
 
 
@@ -312,6 +312,11 @@ def _land(
         }
     )
     update: dict[str, object] = {"open_compaction": record}
+    if after.sample is not None:
+        # Whatever the sample carried beyond the surface the fold knows (history from before it watched, sections
+        # without a manifest) is the oldest context: compacted away with the span. Re-anchor so the projection is
+        # the surface itself until the next sample, instead of letting that unknown part survive the compaction.
+        update["sampled_surface_tokens"] = after.sample.input_tokens
     if first:
         update |= {"compaction_count": before.compaction_count + 1, "last_compaction_at": at}
     return after.model_copy(update=update), first

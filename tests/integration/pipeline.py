@@ -21,7 +21,15 @@ from schemas import Record
 from schemas.codec import encode_record
 from streams.settings import Settings
 
-OUTPUT_TOPICS = ("thread-state", "context-events", "alerts", "master-actions", "client-events", "deadletter")
+OUTPUT_TOPICS = (
+    "thread-state",
+    "context-events",
+    "alerts",
+    "master-actions",
+    "client-events",
+    "deadletter",
+    "compactions",
+)
 
 
 class WorkerProcess:

@@ -126,6 +126,8 @@ def test_surface_growth_after_a_sample_raises_projected_by_exactly_the_estimate(
 def test_a_compaction_lowers_projected_at_once_while_the_raw_sample_stays(
     spans: list[int], sample: int, fraction: float
 ) -> None:
+    # A provider's sample carries at least the surface it was taken with (plus what the fold never saw).
+    sample += sum(spans)
     state = run([*(message(n, i) for i, n in enumerate(spans)), usage(sample, 10), message(spans[0], 11)])
     assert state is not None
     summary_tokens = int(sum(spans) * fraction)  # smaller than everything it replaces
@@ -284,3 +286,18 @@ def test_reading_carries_the_forecast_once_the_thread_has_grown() -> None:
     assert reading.estimated_remaining_turns == 29
     assert reading.compaction_expected_at is not None
     assert (reading.compaction_expected_at - reading.occurred_at).total_seconds() == 295
+
+
+def test_history_the_fold_never_saw_is_compacted_away_with_the_span() -> None:
+    """A thread watched mid-way: its sample carries 230k tokens the surface never listed; a summary replacing every
+    message leaves the summary (and later additions), not the unseen history."""
+    state = run([usage(230_000, 0), message(1_000, 1)])
+    assert state is not None
+    assert state.projected_tokens == 231_000
+    compacted = step(state, summary(3_000, 2)).state
+    assert compacted is not None
+    assert compacted.projected_tokens == 3_000
+    assert compacted.pressure_tokens == 230_000
+    grown = step(compacted, message(500, 3)).state
+    assert grown is not None
+    assert grown.projected_tokens == 3_500

@@ -15,7 +15,7 @@ from schemas import (
     ThreadContextSummary,
     ThresholdPolicy,
 )
-from sinks.records import CompactionFinished
+from schemas.events import CompactionFinished
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot, apply_compaction_started, apply_handoff, apply_snapshot
 from tests.unit.engine.builders import at, package, snapshot

@@ -1,0 +1,174 @@
+"""The projection over a batch: session events and the engine's thread states in; estimator snapshots out.
+
+A budget reading becomes a `ThreadContextSnapshot` with `source_kind = worker_estimator` on `snapshots`, so the
+engine treats it like any worker's report and its precedence rules decide whether it wins (issue 6). The snapshot
+needs the thread's node, worker and project: they come from the events when the producer sets them, else from the
+engine's `thread-state`; a reading made before any of them is known is kept as the state's last reading and only
+the next one is published. Manual compaction requests leave as `compact_now` master actions, finished compactions
+as `compactions` records for the history tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas import (
+    CompactionCompleted,
+    CompactionFinished,
+    CompactionStarted,
+    CompactRequested,
+    ContextBudgetLevel,
+    MasterAction,
+    MasterActionRecord,
+    PackageStatus,
+    SourceKind,
+    ThreadContextSnapshot,
+    ThresholdPolicy,
+    WorkFactChanged,
+)
+from schemas.codec import Codec
+from schemas.policy import DEFAULT_POLICY_PROJECT_ID
+from schemas.projection import BudgetReading, ProjectionState
+from schemas.session_events import SessionEvent
+from schemas.state import ThreadState
+from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
+from streams.engine.batch import EVENT_CODEC, SESSION_EVENTS, SNAPSHOTS, THREAD_STATE
+from streams.engine.fold import MASTER_ACTIONS
+from streams.engine.levels import policy_for
+from streams.projection.config import ProjectionConfig
+from streams.projection.estimator import TokenEstimator
+from streams.projection.fold import fold
+from streams.projection.profiles import ProfileSet
+
+COMPACTIONS = "compactions"
+PROJECTION_INPUTS = (SESSION_EVENTS, THREAD_STATE)
+DECODERS = {SESSION_EVENTS: EVENT_CODEC, THREAD_STATE: Codec(ThreadState)}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What the fold needs besides the events: one estimator per worker process (it caches per text)."""
+
+    estimator: TokenEstimator
+    profiles: ProfileSet
+    config: ProjectionConfig
+    lookup_policy: Callable[[str], ThresholdPolicy | None]
+
+
+def projection_batch(
+    messages: Iterable[InputMessage],
+    load: Callable[[str], ProjectionState | None],
+    now: datetime,
+    projection: Projection,
+    prefix: str,
+) -> BatchResult[ProjectionState]:
+    return fold_records(
+        messages,
+        load,
+        DECODERS,
+        key_of=lambda record: record.thread_id,
+        apply=lambda state, record: apply(state, record, projection),
+        now=now,
+        prefix=prefix,
+    )
+
+
+def apply(
+    state: ProjectionState | None, record: SessionEvent | ThreadState, projection: Projection
+) -> Change[ProjectionState]:
+    if isinstance(record, ThreadState):
+        return Change(_learn(state, record))
+    if isinstance(record, WorkFactChanged):
+        return Change(None)  # the engine's input, not the projection's
+    project = record.project_id or (state.project_id if state else None)
+    policy = policy_for(project or DEFAULT_POLICY_PROJECT_ID, projection.lookup_policy)
+    step = fold(state, record, projection.estimator, projection.profiles, projection.config, policy)
+    if step.state is None:
+        return Change(None)
+    changed = _identified(step.state, record)
+    emits: list[Emit] = []
+    if step.reading is not None and (snapshot := estimator_snapshot(changed, step.reading)) is not None:
+        emits.append(Emit(SNAPSHOTS, changed.thread_id, snapshot))
+    if step.compact_requested is not None and changed.project_id is not None:
+        emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
+    if isinstance(record, CompactionCompleted) and changed.project_id is not None:
+        emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record)))
+    return Change(changed, emits)
+
+
+def estimator_snapshot(state: ProjectionState, reading: BudgetReading) -> ThreadContextSnapshot | None:
+    if state.project_id is None or state.node_id is None or state.worker_id is None:
+        return None
+    return ThreadContextSnapshot(
+        node_id=state.node_id,
+        worker_id=state.worker_id,
+        thread_id=state.thread_id,
+        project_id=state.project_id,
+        source_kind=SourceKind.WORKER_ESTIMATOR,
+        context_budget_remaining_pct=reading.context_budget_remaining_pct,
+        context_budget_level=reading.context_budget_level,
+        compaction_expected_at=reading.compaction_expected_at,
+        estimated_remaining_turns=reading.estimated_remaining_turns,
+        estimated_remaining_large_messages=reading.estimated_remaining_large_messages,
+        last_compaction_at=reading.last_compaction_at,
+        compaction_count=reading.compaction_count,
+        captured_at=reading.occurred_at,
+        snapshot_id=f"{state.thread_id}:proj:{reading.sequence}",
+        snapshot_version=reading.sequence,
+    )
+
+
+def _learn(state: ProjectionState | None, thread: ThreadState) -> ProjectionState | None:
+    """Identity and handoff readiness from the engine; a write only when one of them changed."""
+    known = {
+        "project_id": (state and state.project_id) or thread.project_id,
+        "node_id": (state and state.node_id) or thread.node_id,
+        "worker_id": (state and state.worker_id) or thread.worker_id,
+        "handoff_ready": thread.handoff is not None and thread.handoff.package_status is PackageStatus.READY,
+    }
+    if state is None:
+        return ProjectionState(thread_id=thread.thread_id, updated_at=thread.updated_at, **known)
+    if all(getattr(state, name) == value for name, value in known.items()):
+        return None
+    return state.model_copy(update=known)
+
+
+def _identified(state: ProjectionState, event: SessionEvent) -> ProjectionState:
+    update = {name: getattr(event, name) for name in ("node_id", "worker_id") if getattr(event, name) is not None}
+    if isinstance(event, CompactionStarted):
+        update["handoff_ready_at_compaction"] = state.handoff_ready
+    return state.model_copy(update=update) if update else state
+
+
+def _compact_now(state: ProjectionState, request: CompactRequested) -> MasterActionRecord:
+    assert state.project_id is not None
+    level = state.last_reading.level if state.last_reading else ContextBudgetLevel.SAFE
+    return MasterActionRecord(
+        action_id=f"{state.thread_id}:compact_now:{request.event_id}",
+        thread_id=state.thread_id,
+        project_id=state.project_id,
+        context_budget_level=level,
+        actions=[MasterAction.COMPACT_NOW],
+        reason=f"manual compaction requested by {request.requested_by}",
+        issued_at=request.occurred_at,
+    )
+
+
+def _finished(state: ProjectionState, completed: CompactionCompleted) -> CompactionFinished:
+    assert state.project_id is not None
+    record = state.compactions[-1] if state.compactions else None
+    return CompactionFinished(
+        event_id=completed.event_id,
+        thread_id=state.thread_id,
+        project_id=state.project_id,
+        trigger_mode=completed.trigger_mode,
+        model=state.sample.model if state.sample else None,
+        started_at=record.started_at if record else None,
+        completed_at=completed.occurred_at,
+        tokens_before=completed.tokens_before,
+        tokens_after=completed.tokens_after,
+        summary_token_count=record.summary_tokens if record else None,
+        handoff_ready=state.handoff_ready_at_compaction,
+    )

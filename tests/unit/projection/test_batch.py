@@ -1,0 +1,95 @@
+"""The projection over a batch: readings become estimator snapshots for the engine, with the thread's identity."""
+
+from __future__ import annotations
+
+from schemas import MasterAction, SourceKind, ThreadContextSnapshot
+from schemas.codec import encode_record
+from schemas.events import CompactionFinished, MasterActionRecord
+from schemas.policy import DEFAULT_POLICY
+from schemas.projection import ProjectionState
+from streams.batching import InputMessage
+from streams.engine.batch import SESSION_EVENTS, THREAD_STATE
+from streams.engine.config import EngineConfig
+from streams.engine.fold import apply_snapshot
+from streams.projection.batch import Projection, projection_batch
+from streams.projection.config import ProjectionConfig
+from streams.projection.estimator import TokenEstimator
+from streams.projection.profiles import ProfileSet
+from tests.unit.engine.builders import snapshot
+from tests.unit.projection.builders import T0, THREAD, at, compact_requested, completed, message, started, usage
+
+PROJECTION = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), {}.get)
+
+
+def _run(records, states: dict[str, ProjectionState] | None = None):
+    states = {} if states is None else states
+    messages = [
+        InputMessage(SESSION_EVENTS if not hasattr(r, "context_budget_level") else THREAD_STATE, 0, i,
+                     THREAD.encode(), encode_record(r))
+        for i, r in enumerate(records)
+    ]  # fmt: skip
+    result = projection_batch(messages, states.get, T0, PROJECTION, "ctx.")
+    states.update(result.states)
+    return result
+
+
+def _identified(event):
+    return event.model_copy(update={"project_id": "proj-1", "node_id": "node-1", "worker_id": "worker-1"})
+
+
+def test_a_reading_becomes_an_estimator_snapshot_with_the_events_identity() -> None:
+    result = _run([_identified(usage(200_000, model="gpt-5-codex", window=272_000))])
+    [emit] = [e for e in result.emits if e.topic == "snapshots"]
+    snap = emit.record
+    assert isinstance(snap, ThreadContextSnapshot)
+    assert (snap.source_kind, snap.node_id, snap.worker_id, snap.project_id) == (
+        SourceKind.WORKER_ESTIMATOR,
+        "node-1",
+        "worker-1",
+        "proj-1",
+    )
+    assert (snap.snapshot_version, snap.snapshot_id) == (1, f"{THREAD}:proj:1")
+
+
+def test_without_an_identity_no_snapshot_is_published_until_the_engine_state_gives_one() -> None:
+    states: dict[str, ProjectionState] = {}
+    first = _run([usage(200_000, model="gpt-5-codex", window=272_000)], states)
+    assert not [e for e in first.emits if e.topic == "snapshots"]
+    engine_state = apply_snapshot(None, snapshot(pct=50.0), DEFAULT_POLICY, T0, EngineConfig()).slot.state
+    _run([engine_state], states)
+    assert states[THREAD].node_id == engine_state.node_id
+    later = _run([usage(240_000, 30, model="gpt-5-codex", window=272_000)], states)
+    [emit] = [e for e in later.emits if e.topic == "snapshots"]
+    assert emit.record.worker_id == engine_state.worker_id
+
+
+def test_a_compaction_publishes_a_snapshot_at_once_and_a_finished_compaction_record() -> None:
+    states: dict[str, ProjectionState] = {}
+    _run([_identified(usage(230_000, model="gpt-5-codex", window=272_000)), _identified(message(1_000, 5))], states)
+    result = _run([_identified(started(10)), _identified(completed(20, before=231_000, after=9_000))], states)
+    [snap] = [e.record for e in result.emits if e.topic == "snapshots"]
+    assert snap.compaction_count == 1
+    assert snap.context_budget_remaining_pct > 90
+    [finished] = [e.record for e in result.emits if e.topic == "compactions"]
+    assert isinstance(finished, CompactionFinished)
+    assert (finished.tokens_before, finished.tokens_after, finished.started_at) == (231_000, 9_000, at(10))
+    assert finished.handoff_ready is False
+
+
+def test_a_manual_compaction_request_becomes_a_compact_now_action() -> None:
+    result = _run([_identified(compact_requested(3))])
+    [action] = [e.record for e in result.emits if e.topic == "master-actions"]
+    assert isinstance(action, MasterActionRecord)
+    assert action.actions == [MasterAction.COMPACT_NOW]
+
+
+def test_an_invalid_session_event_is_dead_lettered_with_its_bytes() -> None:
+    bad = InputMessage(SESSION_EVENTS, 2, 9, THREAD.encode(), b'{"type": "usage_sample"}')
+    result = projection_batch([bad], {}.get, T0, PROJECTION, "ctx.")
+    [emit] = result.emits
+    assert emit.topic == "deadletter"
+    assert (emit.record.source_topic, emit.record.offset, emit.record.original_value) == (
+        "ctx.session-events",
+        9,
+        b'{"type": "usage_sample"}',
+    )
