@@ -6,6 +6,8 @@
    only decoding the same records with the schema codecs.
 2. On a broker (`--bootstrap`, or the local one from `ctxbudget kafka up`): one worker process draining a backlog of
    simulator traffic, against the raw aiokafka consume-and-produce ceiling on the same broker and records.
+3. On the same worker, at a steady paced rate: end-to-end latency from producing a snapshot to its `thread-state`
+   record arriving at a consumer, p50 and p99.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -24,14 +27,20 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.engine.batch import SLOT_CODEC, InputMessage, _decode, process_batch
+from schemas import SourceKind, ThreadContextSnapshot
+from schemas.codec import encode_record
+from streams.batching import InputMessage
+from streams.engine.batch import SLOT_CODEC, _decode, process_batch
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
+from streams.engine.levels import classify_level
 from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate, produce
 from streams.topics import ensure_topics
 
 BATCH = 2000
+LATENCY_RATE = 500.0
+LATENCY_SECONDS = 10.0
 
 
 def in_process(records: list[SimRecord]) -> None:
@@ -138,13 +147,69 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
             if started is not None and all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
                 break
         elapsed = time.perf_counter() - started
+        rate = sent / elapsed
+        print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
+        print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
+        print(f"  one engine worker (after start-up)   {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+        await latency(settings, rate=LATENCY_RATE, seconds=LATENCY_SECONDS)
     finally:
         worker.terminate()
         worker.wait(timeout=60)
-    rate = sent / elapsed
-    print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
-    print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
-    print(f"  one engine worker (after start-up)   {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+
+
+async def latency(settings: Settings, rate: float, seconds: float) -> None:
+    """Paced snapshots of fresh threads; the time from each send to its thread-state record at a consumer."""
+    consumer = AIOKafkaConsumer(settings.topic("thread-state"), bootstrap_servers=settings.kafka_bootstrap_servers,
+                                auto_offset_reset="latest", group_id=f"latency-{uuid.uuid4().hex[:6]}")  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", linger_ms=0)
+    await consumer.start()
+    await producer.start()
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    total = int(rate * seconds)
+    all_seen = asyncio.Event()
+
+    async def collect() -> None:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                arrived = time.perf_counter()
+                for record in records:
+                    snapshot_id = json.loads(record.value)["snapshot_id"]
+                    if snapshot_id in sent_at:
+                        latencies.append(arrived - sent_at.pop(snapshot_id))
+            if len(latencies) == total:
+                all_seen.set()
+
+    try:
+        await asyncio.sleep(2)  # the consumer's group join, before anything is sent
+        collector = asyncio.create_task(collect())
+        start = time.perf_counter()
+        for i in range(total):
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            snapshot = _paced_snapshot(i)
+            sent_at[snapshot.snapshot_id] = time.perf_counter()
+            await producer.send(settings.topic("snapshots"), encode_record(snapshot), key=snapshot.thread_id.encode())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_seen.wait(), timeout=30)
+        collector.cancel()
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    latencies.sort()
+    p50, p99 = (latencies[int(q * (len(latencies) - 1))] * 1000 for q in (0.5, 0.99))
+    print(f"  latency at {rate:.0f} snapshots/s for {seconds:.0f} s: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+          f" (snapshot produced -> thread-state consumed; {len(sent_at)} of {total} not seen)")  # fmt: skip
+
+
+def _paced_snapshot(i: int) -> ThreadContextSnapshot:
+    """Fresh threads (one snapshot each time round), each newer than the last, walking the budget down."""
+    thread, turn = f"latency-{i % 100:03d}", i // 100
+    pct = max(1.0, 95.0 - turn)
+    return ThreadContextSnapshot(
+        snapshot_id=f"{thread}-{turn}", snapshot_version=turn + 1, thread_id=thread, project_id="latency",
+        node_id="bench", worker_id="bench", source_kind=SourceKind.CODEX_APP_SERVER,
+        context_budget_remaining_pct=pct, context_budget_level=classify_level(pct), captured_at=datetime.now(UTC),
+    )  # fmt: skip
 
 
 def main() -> None:

@@ -25,15 +25,6 @@ from tests.integration.pipeline import Outputs, WorkerProcess, produce
 
 pytestmark = pytest.mark.kafka
 
-# Known defect, kept visible rather than hidden: across a consumer-group rebalance that leaves a worker some of its
-# partitions (a restarted worker joining while the killed member's session has not expired; a second worker joining
-# or leaving), some input records were occasionally never applied. streams/faust_fixes.py corrects one cause (Faust
-# committing past an unacknowledged record); with it most runs pass, but not all yet. Single-worker runs without
-# rebalances converge every time (the scenario and dead-letter tests). These must become strict once fixed.
-REBALANCE_DEFECT = pytest.mark.xfail(
-    reason="records are occasionally not applied across a Faust rebalance (issue 3, known defect)", strict=False
-)
-
 # Simulated time is in the past: keep wall-clock timers (staleness, package TTL) out of the comparison.
 ENGINE_ENV = {"CTXBUDGET_STALE_FACTOR": "100000", "CTXBUDGET_HANDOFF_TTL_SECONDS": "1e9", "CTXBUDGET_BATCH_SIZE": "200"}
 
@@ -110,7 +101,6 @@ def engine_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
 
 
-@REBALANCE_DEFECT
 async def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(
     engine_settings: Settings, tmp_path: Path
 ) -> None:
@@ -135,7 +125,6 @@ async def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(
     assert set(_snapshot_events(outputs)) == expected.snapshot_events
 
 
-@REBALANCE_DEFECT
 async def test_a_second_worker_joins_and_leaves_and_results_stay_correct(
     engine_settings: Settings, tmp_path: Path
 ) -> None:

@@ -1,0 +1,43 @@
+"""The stateless agents' logic with Faust's test_context (no broker): re-keying acks and dead-lettering bad ones.
+
+The keyed folds' logic lives in pure batch functions tested directly (tests/unit/engine, projection, projects); their
+Faust wiring needs a live consumer (offsets, generations, rebalances) and is tested on the real broker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import DeadLetter
+from schemas.codec import encode_record
+from streams.batching import Emit
+from streams.runtime import Runtime
+from streams.settings import Settings
+from streams.topology import build
+from tests.unit.engine.builders import ack
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[Emit]:
+    captured: list[Emit] = []
+
+    async def send(self: Runtime, emits: list[Emit]) -> None:
+        captured.extend(emits)
+
+    monkeypatch.setattr(Runtime, "send", send)
+    return captured
+
+
+async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent: list[Emit], tmp_path: Path) -> None:
+    app = build(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path))
+    command = ack("thread-a:context_watch:1", thread="thread-a")
+    async with app.agents["route_alert_commands"].test_context() as agent:
+        await agent.put(encode_record(command), key=command.alert_id.encode())
+        await agent.put(b'{"alert_id": 7}', key=b"bad")
+    rekeyed, dead = sent
+    assert (rekeyed.topic, rekeyed.key, rekeyed.record) == ("alert-commands-by-thread", "thread-a", command)
+    assert dead.topic == "deadletter"
+    assert isinstance(dead.record, DeadLetter)
+    assert (dead.record.reason, dead.record.original_value) == ("validation_error", b'{"alert_id": 7}')
