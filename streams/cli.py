@@ -167,5 +167,31 @@ def simulate(
     typer.echo(f"sent {sent} records to {settings.kafka_bootstrap_servers}")
 
 
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Listen address (default CTXBUDGET_API_HOST or 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port (default CTXBUDGET_API_PORT or 8080).")] = None,
+    print_operator_token: Annotated[bool, typer.Option(help="Print a locally signed operator token first.")] = False,
+) -> None:
+    """Serve the HTTP API (spec 5.2, 6) over Kafka and ClickHouse until interrupted.
+
+    With embedded chdb only one process may open the database: use it when the pipeline runs elsewhere.
+    """
+    from api.cli import run_api
+    from api.settings import ApiSettings
+
+    settings = Settings()
+    if not settings.kafka_bootstrap_servers:
+        bootstrap = _local_kafka(settings).status().bootstrap
+        if bootstrap is None:
+            typer.echo(
+                "error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True
+            )
+            raise typer.Exit(1)
+        settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
+    overrides = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
+    run_api(settings, ApiSettings(**overrides), print_operator_token)
+
+
 def main() -> None:
     sys.exit(app())

@@ -1,0 +1,174 @@
+"""Server-sent events (spec 6.4): one shared reader of `client-events` fanned out to bounded per-client queues.
+
+The reader decodes each record once and offers it to every subscriber whose caller may see its project; a subscriber
+whose queue is full is dropped (its stream ends, the client reconnects with Last-Event-ID and catches up from Kafka),
+so a slow client never holds the reader or the others back. A resuming client is first sent what it missed from a
+reader of its own, which stops where the shared reader stood when the client subscribed, then the live queue: no gap,
+no repeat (see `api.event_ids`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+
+from api.event_ids import encode_event_id, resume_positions
+from api.tokens import Principal
+from api.topic_reader import current_positions, open_reader, topic_partitions
+from schemas import CLIENT_EVENT_ADAPTER, Codec, DecodeError
+from schemas.codec import encode_record
+
+log = logging.getLogger(__name__)
+
+CLIENT_EVENT_CODEC = Codec(CLIENT_EVENT_ADAPTER)
+RETRY_MILLISECONDS = 2_000
+"""The reconnect delay the stream asks browsers for (SSE `retry:`)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One client event, decoded and re-encoded once for every subscriber."""
+
+    partition: int
+    offset: int
+    project_id: str
+    event_type: str
+    data: bytes
+
+
+def to_delivery(record: ConsumerRecord) -> Delivery | None:
+    """The record as an SSE payload, or None when it is not a valid client event (it is then skipped)."""
+    try:
+        event = CLIENT_EVENT_CODEC.decode(record.value)
+    except DecodeError as error:
+        log.warning("skipping invalid client event at %s:%s: %s", record.partition, record.offset, error)
+        return None
+    return Delivery(record.partition, record.offset, event.project_id, event.event_type.value, encode_record(event))
+
+
+class Subscription:
+    def __init__(self, principal: Principal, queue_size: int) -> None:
+        self.principal = principal
+        self.queue: asyncio.Queue[Delivery] = asyncio.Queue(queue_size)
+        self.dropped = asyncio.Event()
+
+    def offer(self, delivery: Delivery) -> None:
+        if self.dropped.is_set() or not self.principal.sees(delivery.project_id):
+            return
+        try:
+            self.queue.put_nowait(delivery)
+        except asyncio.QueueFull:
+            self.dropped.set()
+
+
+class Broadcaster:
+    """The shared live reader. `positions` is where it stands: the next offset it will fan out, per partition."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, queue_size: int) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.queue_size = queue_size
+        self.positions: dict[int, int] = {}
+        self._subscribers: set[Subscription] = set()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        partitions = await topic_partitions(self.bootstrap_servers, self.topic)
+        self._consumer = await open_reader(self.bootstrap_servers, self.topic, partitions, from_start=False)
+        self.positions = await current_positions(self._consumer)
+        self._task = asyncio.create_task(self._run(self._consumer), name="sse-broadcaster")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def subscribe(self, principal: Principal) -> tuple[Subscription, dict[int, int]]:
+        """A new subscription and the positions from which its queue receives every event (no await in between)."""
+        subscription = Subscription(principal, self.queue_size)
+        self._subscribers.add(subscription)
+        return subscription, dict(self.positions)
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+
+    def fan_out(self, records: Iterable[ConsumerRecord]) -> None:
+        """Offer records to every subscriber and advance `positions`, synchronously, so a subscribe sees either all
+        of a record's effects or none."""
+        for record in records:
+            delivery = to_delivery(record)
+            if delivery is not None:
+                for subscription in self._subscribers:
+                    subscription.offer(delivery)
+            self.positions[record.partition] = record.offset + 1
+
+    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=1_000)
+            for records in batches.values():
+                self.fan_out(records)
+
+    async def missed(self, last_seen: Mapping[int, int], live: Mapping[int, int]) -> AsyncIterator[Delivery]:
+        """Every event after `last_seen` and before `live`, per partition in order, from a reader of its own."""
+        start = resume_positions(last_seen, live)
+        if all(start[p] >= live[p] for p in live):
+            return
+        consumer = await open_reader(self.bootstrap_servers, self.topic, live.keys(), from_start=False, positions=start)
+        try:
+            while any(position < live[p] for p, position in (await current_positions(consumer)).items()):
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    for record in records:
+                        if record.offset < live[record.partition]:
+                            delivery = to_delivery(record)
+                            if delivery is not None:
+                                yield delivery
+        finally:
+            await consumer.stop()
+
+
+def frame(delivery: Delivery, event_id: str) -> bytes:
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), delivery.event_type.encode(), delivery.data)
+
+
+def heartbeat(event_id: str) -> bytes:
+    """A comment that keeps proxies from closing an idle stream, with the id so far."""
+    return b": heartbeat\nid: %s\n\n" % event_id.encode()
+
+
+async def event_stream(
+    broadcaster: Broadcaster, principal: Principal, last_seen: Mapping[int, int] | None, heartbeat_seconds: float
+) -> AsyncIterator[bytes]:
+    """The SSE body for one client: what it missed (when resuming), then live events it may see, with heartbeats."""
+    subscription, live = broadcaster.subscribe(principal)
+    try:
+        sent = dict(live) if last_seen is None else resume_positions(last_seen, live)
+        yield b"retry: %d\n" % RETRY_MILLISECONDS + heartbeat(encode_event_id(sent))
+        if last_seen is not None:
+            async for delivery in broadcaster.missed(last_seen, live):
+                if principal.sees(delivery.project_id):
+                    sent[delivery.partition] = delivery.offset + 1
+                    yield frame(delivery, encode_event_id(sent))
+            sent = dict(live)  # everything below `live` was read: sent, or not this client's
+        while not subscription.dropped.is_set():
+            try:
+                delivery = await asyncio.wait_for(subscription.queue.get(), heartbeat_seconds)
+            except TimeoutError:
+                yield heartbeat(encode_event_id(sent))
+                continue
+            sent[delivery.partition] = delivery.offset + 1
+            yield frame(delivery, encode_event_id(sent))
+    finally:
+        broadcaster.unsubscribe(subscription)

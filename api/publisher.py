@@ -1,0 +1,50 @@
+"""Writes to the engine's input topics: idempotent producer, acknowledged by all in-sync replicas, or an error.
+
+A route answers success only after `publish` returned, so an accepted record is durably in Kafka; when Kafka cannot
+take it in time the route answers 503 with Retry-After and the caller sends it again (the record's own id makes the
+repeat harmless downstream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 asks the caller to wait: about one report interval of an urgent thread (spec 5.1)."""
+
+
+class KafkaUnavailable(RuntimeError):
+    """Kafka did not acknowledge the record: it may or may not be written, so the caller must retry."""
+
+
+class Publisher(Protocol):
+    async def publish(self, topic: str, key: bytes, value: bytes) -> None: ...
+
+
+class KafkaPublisher:
+    def __init__(self, bootstrap_servers: str, timeout_seconds: float) -> None:
+        self.timeout_seconds = timeout_seconds
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=2,  # a few ms of batching lets concurrent requests share one produce round trip
+            request_timeout_ms=int(timeout_seconds * 1000),
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                await self._producer.send_and_wait(topic, value, key=key)
+        except (KafkaError, TimeoutError) as error:
+            raise KafkaUnavailable(f"{topic}: {error!r}") from error

@@ -1,0 +1,71 @@
+"""The worker report (spec 5.2) as a snapshot for the `snapshots` topic, and the answer the engine would give.
+
+Identity: the reporter's HTTP sink sends the snapshot's `snapshot_id` as `Idempotency-Key` and its version as
+`X-Snapshot-Version`, and the API keeps both. A caller that sends neither gets them derived from the body the way the
+reporter derives them for a source without positions of its own (reporter.readings): the version is `captured_at` in
+epoch milliseconds shifted left by RESEND_BITS, so it grows with `captured_at` per thread and source and sits in the
+same range as the reporter's versions; the id hashes thread, source kind, version and `captured_at`, so the same
+report sent twice is the same snapshot and the engine drops the repeat.
+"""
+
+from __future__ import annotations
+
+from pydantic import TypeAdapter, ValidationError
+
+from reporter.readings import snapshot_id as derived_snapshot_id
+from reporter.readings import snapshot_version
+from schemas import ThreadContextSnapshot, ThresholdPolicy, WorkerReportRequest, WorkerReportResponse
+from schemas.base import Id, Version
+from streams.engine.actions import actions_for_level
+from streams.engine.config import EngineConfig
+from streams.engine.levels import classify_level, report_interval_seconds
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+SNAPSHOT_VERSION = "X-Snapshot-Version"
+ENGINE_CONFIG = EngineConfig()
+_ID: TypeAdapter[str] = TypeAdapter(Id)
+_VERSION: TypeAdapter[int] = TypeAdapter(Version)
+
+
+class InvalidIdentity(ValueError):
+    """The snapshot has no valid identity; `loc` names the header (or body field) at fault, as in a 422."""
+
+    def __init__(self, loc: tuple[str, str], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def snapshot_of(report: WorkerReportRequest, idempotency_key: str | None, version: str | None) -> ThreadContextSnapshot:
+    """The snapshot the report describes, with the identity its headers give or one derived from the body."""
+    try:
+        snapshot_version_ = (
+            _VERSION.validate_python(snapshot_version(int(report.captured_at.timestamp() * 1000)))
+            if version is None
+            else _VERSION.validate_json(version, strict=True)
+        )
+    except ValidationError as error:
+        if version is None:
+            raise InvalidIdentity(("body", "captured_at"), f"outside 1970..2255: send {SNAPSHOT_VERSION}") from error
+        raise InvalidIdentity(("header", SNAPSHOT_VERSION), "must be an integer in 0..2**53") from error
+    try:
+        snapshot_id = (
+            derived_snapshot_id(report.thread_id, report.source_kind, snapshot_version_, report.captured_at)
+            if idempotency_key is None
+            else _ID.validate_python(idempotency_key, strict=True)
+        )
+    except ValidationError as error:
+        raise InvalidIdentity(("header", IDEMPOTENCY_KEY), "must be 1-128 characters without whitespace") from error
+    fields = {name: getattr(report, name) for name in WorkerReportRequest.model_fields}
+    return ThreadContextSnapshot(**fields, snapshot_id=snapshot_id, snapshot_version=snapshot_version_)
+
+
+def report_answer(snapshot: ThreadContextSnapshot, policy: ThresholdPolicy) -> WorkerReportResponse:
+    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1."""
+    level = classify_level(snapshot.context_budget_remaining_pct, policy)
+    return WorkerReportResponse(
+        accepted=True,
+        thread_id=snapshot.thread_id,
+        context_budget_level=level,
+        next_required_report_in_seconds=report_interval_seconds(level, ENGINE_CONFIG),
+        master_actions=actions_for_level(level),
+    )

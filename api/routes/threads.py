@@ -1,0 +1,66 @@
+"""A thread's budget detail (spec 6.3) and its handoff packages (spec 3.3) from the master agent or the app."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+
+from api import reads
+from api.bodies import decode_body, json_body_openapi, read_body
+from api.deps import Caller, Context, not_found, path_id
+from api.read_models import thread_detail
+from api.responses import errors, record_response
+from api.views import MAX_RECENT_COMPACTIONS, HandoffPackageAccepted, ThreadContextDetail
+from schemas import HandoffPackage
+from schemas.codec import encode_record
+from sinks.queries import latest_thread
+
+router = APIRouter(tags=["threads"])
+
+ThreadId = Annotated[str, path_id("The thread.")]
+
+
+@router.get(
+    "/api/v1/threads/{thread_id}/context-budget", response_model=ThreadContextDetail, responses=errors(401, 404, 422)
+)
+async def get_context_budget(thread_id: ThreadId, context: Context, caller: Caller) -> Response:
+    """Percent, level, expected compaction with its band, last compaction, wrap-up checklist, handoff status."""
+    detail = await run_in_threadpool(_thread_detail, context, caller, thread_id)
+    if detail is None:
+        raise not_found("thread")
+    return record_response(detail)
+
+
+def _thread_detail(context: Context, caller: Caller, thread_id: str) -> ThreadContextDetail | None:
+    client = context.clickhouse
+    row = latest_thread(client, thread_id)
+    if row is None or not caller.sees(row["project_id"]):
+        return None
+    count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
+    return thread_detail(row, reads.latest_checklist(client, thread_id), count, recent)
+
+
+@router.post(
+    "/api/v1/threads/{thread_id}/handoff-packages",
+    status_code=202,
+    response_model=HandoffPackageAccepted,
+    responses=errors(401, 404, 413, 422, 503),
+    openapi_extra=json_body_openapi(HandoffPackage),
+)
+async def post_handoff_package(thread_id: ThreadId, request: Request, context: Context, caller: Caller) -> Response:
+    """A new version of the thread's package, on `handoff-packages` once Kafka has it; the engine runs its lifecycle."""
+    package = decode_body(HandoffPackage, await read_body(request, context.api.max_package_bytes))
+    if package.from_thread_id != thread_id:
+        raise RequestValidationError(
+            [{"loc": ["body", "from_thread_id"], "msg": "does not match the thread_id in the path", "type": "mismatch"}]
+        )
+    # A package may only name a project the caller sees, and a known thread only with the thread's own project.
+    known = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
+    if not caller.sees(package.project_id) or (known is not None and known["project_id"] != package.project_id):
+        raise not_found("thread")
+    topic = context.settings.topic("handoff-packages")
+    await context.kafka.publisher.publish(topic, package.from_thread_id.encode(), encode_record(package))
+    return record_response(HandoffPackageAccepted(accepted=True, handoff_package_id=package.handoff_package_id), 202)

@@ -1,0 +1,55 @@
+"""`POST /api/v1/workers/{worker_id}/thread-context` (spec 5.2): a worker reports one thread's budget."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+
+from api.bodies import decode_body, json_body_openapi, read_body
+from api.deps import Caller, Context, path_id
+from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
+from api.responses import errors, record_response
+from reporter.kafka_sink import snapshot_record
+from schemas import WorkerReportRequest, WorkerReportResponse
+
+router = APIRouter(tags=["workers"])
+
+
+@router.post(
+    "/api/v1/workers/{worker_id}/thread-context",
+    response_model=WorkerReportResponse,
+    responses=errors(401, 403, 413, 422, 503),
+    openapi_extra=json_body_openapi(WorkerReportRequest),
+)
+async def report_thread_context(
+    worker_id: Annotated[str, path_id("The reporting worker; must be the token's subject and the body's worker_id.")],
+    request: Request,
+    context: Context,
+    caller: Caller,
+    idempotency_key: Annotated[
+        str | None, Header(alias=IDEMPOTENCY_KEY, description="The snapshot_id (derived from the body when absent).")
+    ] = None,
+    snapshot_version: Annotated[
+        str | None, Header(alias=SNAPSHOT_VERSION, description="The snapshot_version (derived when absent).")
+    ] = None,
+) -> Response:
+    """Accepted only once the snapshot is on `snapshots`; the answer classifies it with the engine's function."""
+    if not caller.may_report_as(worker_id):
+        raise HTTPException(403, "this token may not report for this worker")
+    report = decode_body(WorkerReportRequest, await read_body(request, context.api.max_report_bytes))
+    if report.worker_id != worker_id:
+        raise RequestValidationError(
+            [{"loc": ["body", "worker_id"], "msg": "does not match the worker_id in the path", "type": "mismatch"}]
+        )
+    if not caller.sees(report.project_id):
+        raise HTTPException(403, "this token may not report for this project")
+    try:
+        snapshot = snapshot_of(report, idempotency_key, snapshot_version)
+    except InvalidIdentity as error:
+        raise RequestValidationError([{"loc": list(error.loc), "msg": str(error), "type": "value_error"}]) from error
+    answer = report_answer(snapshot, context.kafka.policies.policy(snapshot.project_id))
+    record = snapshot_record(snapshot, context.settings.topic_prefix)
+    await context.kafka.publisher.publish(record.topic, record.key, record.value)
+    return record_response(answer)

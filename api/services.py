@@ -1,0 +1,53 @@
+"""The API's Kafka side, started and stopped with the app: the producer, the policy book, the SSE broadcaster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from api.events import Broadcaster
+from api.policies import PolicyBook
+from api.publisher import KafkaPublisher, Publisher
+from api.settings import ApiSettings
+from api.topic_reader import open_reader, topic_partitions
+from streams.settings import Settings
+
+
+@dataclass(frozen=True)
+class KafkaServices:
+    publisher: Publisher
+    policies: PolicyBook
+    broadcaster: Broadcaster
+
+
+@contextlib.asynccontextmanager
+async def kafka_services(settings: Settings, api: ApiSettings) -> AsyncIterator[KafkaServices]:
+    """Everything started and caught up (policies read to the end) before the first request; stopped on exit."""
+    bootstrap = settings.kafka_bootstrap_servers
+    if not bootstrap:
+        raise ValueError("the API needs CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS (or the broker `ctxbudget run` starts)")
+    async with contextlib.AsyncExitStack() as stack:
+        publisher = KafkaPublisher(bootstrap, api.kafka_timeout_seconds)
+        await publisher.start()
+        stack.push_async_callback(publisher.stop)
+
+        policies = PolicyBook()
+        topic = settings.topic("policies")
+        reader = await open_reader(bootstrap, topic, await topic_partitions(bootstrap, topic), from_start=True)
+        stack.push_async_callback(reader.stop)
+        await policies.catch_up(reader)
+        follower = asyncio.create_task(policies.follow(reader), name="policy-book")
+        stack.push_async_callback(_cancel, follower)
+
+        broadcaster = Broadcaster(bootstrap, settings.topic("client-events"), api.sse_queue_size)
+        await broadcaster.start()
+        stack.push_async_callback(broadcaster.stop)
+        yield KafkaServices(publisher, policies, broadcaster)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,0 +1,41 @@
+"""Settings of the HTTP API, read from `CTXBUDGET_API_*` environment variables beside the pipeline's `Settings`."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from api.tokens import load_or_create_secret
+from streams.settings import Settings
+
+DEFAULT_PORT = 8080
+
+
+class ApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CTXBUDGET_API_", env_file=".env", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="Address the API listens on.")
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="Port the API listens on (0: any free one).")
+    token_secret: SecretStr | None = Field(
+        default=None,
+        description="HMAC secret that signs bearer tokens (>= 32 bytes). Unset: a random one kept in "
+        "<data_dir>/api-token-secret, created on first use.",
+    )
+    token_ttl_seconds: int = Field(default=30 * 86_400, gt=0, description="Lifetime of the tokens the CLI issues.")
+    max_report_bytes: int = Field(default=16_384, gt=0, description="Largest 5.2 report body; larger answers 413.")
+    max_package_bytes: int = Field(
+        default=1_048_576, gt=0, description="Largest handoff package body (Kafka's default message limit)."
+    )
+    kafka_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long a write waits for Kafka's acknowledgement before answering 503."
+    )
+    sse_heartbeat_seconds: float = Field(default=15.0, gt=0, description="Idle time before an SSE heartbeat.")
+    sse_queue_size: int = Field(
+        default=1_000, gt=0, description="Events buffered per SSE client; a client this far behind is dropped."
+    )
+
+
+def token_secret(settings: Settings, api: ApiSettings) -> bytes:
+    """The configured secret, else the deployment's generated one under the data dir (shared by API and CLI)."""
+    configured = api.token_secret
+    return configured.get_secret_value().encode() if configured else load_or_create_secret(settings.resolved_data_dir)

@@ -1,0 +1,45 @@
+"""Response bodies the API adds around the contract's read models (schemas.views), declared once for OpenAPI too."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas import CompactionFinished, ContextManifest, ConversationItem, ThreadContextBudget
+from schemas.base import Count, Record, ShortText
+
+MAX_RECENT_COMPACTIONS = 5
+
+
+class ConversationPage(Record):
+    """`GET /api/v1/conversations` (spec 6.1): pinned first, then the latest reply first."""
+
+    items: Annotated[list[ConversationItem], Field(max_length=500)]
+    next_cursor: ShortText | None = Field(
+        default=None, description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class CompactionHistory(Record):
+    compaction_count: Count = Field(description="Compactions recorded for the thread.")
+    recent: Annotated[list[CompactionFinished], Field(max_length=MAX_RECENT_COMPACTIONS)] = Field(
+        default_factory=list, description="The latest ones, newest first."
+    )
+
+
+class ThreadContextDetail(ThreadContextBudget):
+    """`GET /api/v1/threads/{thread_id}/context-budget` (spec 6.3) with the manifest and compaction history."""
+
+    latest_context_manifest: ContextManifest | None = None
+    compaction_history: CompactionHistory = Field(default_factory=CompactionHistory)
+
+
+class AlertAckAccepted(Record):
+    accepted: bool
+    alert_id: str
+
+
+class HandoffPackageAccepted(Record):
+    accepted: bool
+    handoff_package_id: str

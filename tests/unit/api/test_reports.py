@@ -1,0 +1,87 @@
+"""The 5.2 report as a snapshot, and the answer: the engine's own classification, cadence and actions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
+from schemas import DEFAULT_POLICY, ThresholdPolicy, WorkerReportRequest
+from streams.engine.actions import actions_for_level
+from streams.engine.config import REPORT_INTERVAL_SECONDS
+from streams.engine.levels import classify_level
+from tests.samples import SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE, dumps
+
+REPORT = WorkerReportRequest.model_validate_json(dumps(SPEC_REPORT_REQUEST))
+
+
+def test_the_spec_example_gets_the_spec_answer_with_the_engines_full_action_list() -> None:
+    answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY).model_dump(mode="json")
+    spec_actions = SPEC_REPORT_RESPONSE["master_actions"]
+    assert {**answer, "master_actions": spec_actions} == {**SPEC_REPORT_RESPONSE, "schema_version": 1}
+    assert answer["master_actions"][: len(spec_actions)] == spec_actions
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> ThresholdPolicy:
+    urgent = draw(st.floats(1, 90))
+    watch = draw(st.floats(urgent + 0.5, 95))
+    safe = draw(st.floats(watch + 0.5, 100))
+    return ThresholdPolicy(project_id="*", urgent_min_pct=urgent, watch_min_pct=watch, safe_min_pct=safe)
+
+
+@given(pct=st.floats(0, 100, allow_nan=False), policy=policies())
+def test_the_answer_classifies_with_the_engines_function_and_policy(pct: float, policy: ThresholdPolicy) -> None:
+    report = REPORT.model_copy(update={"context_budget_remaining_pct": pct})
+    answer = report_answer(snapshot_of(report, None, None), policy)
+    level = classify_level(pct, policy)
+    assert answer.context_budget_level is level
+    assert answer.next_required_report_in_seconds == REPORT_INTERVAL_SECONDS[level]
+    assert answer.master_actions == actions_for_level(level)
+
+
+def test_headers_give_the_snapshot_its_identity() -> None:
+    snapshot = snapshot_of(REPORT, "snap-from-reporter", "123456")
+    assert (snapshot.snapshot_id, snapshot.snapshot_version) == ("snap-from-reporter", 123456)
+    assert snapshot.model_dump(include=set(WorkerReportRequest.model_fields)) == REPORT.model_dump()
+
+
+def test_a_derived_identity_is_stable_for_the_same_report_and_grows_with_captured_at() -> None:
+    first, again = snapshot_of(REPORT, None, None), snapshot_of(REPORT, None, None)
+    later = snapshot_of(
+        REPORT.model_copy(update={"captured_at": REPORT.captured_at + timedelta(milliseconds=1)}), None, None
+    )
+    assert (first.snapshot_id, first.snapshot_version) == (again.snapshot_id, again.snapshot_version)
+    assert later.snapshot_version > first.snapshot_version
+    assert later.snapshot_id != first.snapshot_id
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "header"),
+    [
+        ("has space", None, IDEMPOTENCY_KEY),
+        ("x" * 129, None, IDEMPOTENCY_KEY),
+        (None, "-1", SNAPSHOT_VERSION),
+        (None, "1.5", SNAPSHOT_VERSION),
+        (None, "abc", SNAPSHOT_VERSION),
+        (None, str(2**53 + 1), SNAPSHOT_VERSION),
+    ],
+)
+def test_an_invalid_identity_header_is_refused_and_named(key: str | None, version: str | None, header: str) -> None:
+    with pytest.raises(InvalidIdentity) as caught:
+        snapshot_of(REPORT, key, version)
+    assert caught.value.loc == ("header", header)
+
+
+@pytest.mark.parametrize("captured_at", ["1969-12-31T23:59:59Z", "2300-01-01T00:00:00Z"])
+def test_a_capture_time_outside_the_derivable_range_needs_a_version_header(captured_at: str) -> None:
+    report = WorkerReportRequest.model_validate_json(
+        dumps({**SPEC_REPORT_REQUEST, "captured_at": captured_at, "last_compaction_at": None, "compaction_count": 0})
+    )
+    with pytest.raises(InvalidIdentity) as caught:
+        snapshot_of(report, None, None)
+    assert caught.value.loc == ("body", "captured_at")
+    assert snapshot_of(report, None, "7").snapshot_version == 7
