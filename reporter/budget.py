@@ -1,7 +1,10 @@
-"""The Codex profile: from one request's token usage and the window to the percent left Codex itself displays.
+"""Codex's token usage as the reporter sees it: which tokens occupy the window, and the two percents of them.
 
-The same usage and window must give the same percent the user sees in Codex, so the formula and its rounding follow
-Codex's `TokenUsage::percent_of_context_window_remaining` (REFERENCES.md), not a formula of our own.
+- `percent_remaining`: the percent Codex itself displays, so a user sees the same number there and here: the
+  projection's Codex profile (`streams.projection.profiles.CodexProfile.shown_pct`, Codex's
+  `percent_of_context_window_remaining`) with the rounding of the Codex version in use.
+- `budget_pct`: what a snapshot reports as `context_budget_remaining_pct`: room left before Codex's auto-compaction
+  over the usable span (the same profile's `remaining_pct`), the spec's "safe room before compaction".
 """
 
 from __future__ import annotations
@@ -11,8 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-BASELINE_TOKENS = 12_000
+from streams.projection.profiles import CODEX_BASELINE_TOKENS
+from streams.projection.profiles import CodexProfile as ProjectionCodexProfile
+
+BASELINE_TOKENS = CODEX_BASELINE_TOKENS
 """Codex's fixed system prompt + tool overhead, taken out of both the used tokens and the window."""
+CODEX = ProjectionCodexProfile()
 
 
 @dataclass(frozen=True)
@@ -43,14 +50,13 @@ class CodexProfile:
 
     def percent_remaining(self, last: TokenUsage, window: int) -> int:
         """Percent of the window left, 0..100, exactly as Codex displays it; 0 when the window is not above baseline."""
-        if window <= BASELINE_TOKENS:
-            return 0
-        effective = window - BASELINE_TOKENS
-        used = max(self.tokens_in_context_window(last) - BASELINE_TOKENS, 0)
-        fraction = max(effective - used, 0) / effective * 100
+        fraction = CODEX.shown_pct(self.tokens_in_context_window(last), window)
         # Rust's f64::round rounds halves away from zero; Python's round() would round them to even.
-        shown = math.floor(fraction + 0.5) if self.rounds else math.floor(fraction)
-        return min(max(shown, 0), 100)
+        return math.floor(fraction + 0.5) if self.rounds else math.floor(fraction)
+
+    def budget_pct(self, last: TokenUsage, window: int) -> float:
+        """Room left before auto-compaction over the usable span, 0..100 (the snapshot's budget)."""
+        return CODEX.remaining_pct(self.tokens_in_context_window(last), window)
 
 
 CODEX_PROFILES: Mapping[str, CodexProfile] = MappingProxyType(

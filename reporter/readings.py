@@ -64,7 +64,8 @@ def snapshot_id(thread_id: str, source_kind: SourceKind, version: int, captured_
 
 
 def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
-    return float(profile.percent_remaining(reading.last_usage, reading.context_window))
+    """The snapshot's budget: room before Codex's auto-compaction (not the percent Codex displays)."""
+    return profile.budget_pct(reading.last_usage, reading.context_window)
 
 
 def reading_level(reading: Reading, profile: CodexProfile) -> ContextBudgetLevel:

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.codex_app_server import CodexAppServerParser
-from reporter.readings import Reading, remaining_pct
+from reporter.readings import Reading
 from schemas import SourceKind
 
 T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
@@ -23,7 +23,7 @@ def _feed(lines: list[str]) -> tuple[CodexAppServerParser, list[tuple[datetime, 
 
 def test_a_session_that_grows_compacts_and_grows_again(app_server_lines: list[str]) -> None:
     _, readings = _feed(app_server_lines)
-    assert [(remaining_pct(r, DEFAULT_CODEX_PROFILE), r.compaction_count) for _, r in readings] == [
+    assert [(_shown(r), r.compaction_count) for _, r in readings] == [
         (81.0, 0),
         (46.0, 0),
         (12.0, 0),
@@ -99,3 +99,8 @@ def test_usage_before_any_window_is_skipped() -> None:
     parser = CodexAppServerParser()
     assert parser.feed(line, T0) is None
     assert parser.skipped.counts == {"no_context_window": 1}
+
+
+def _shown(reading: Reading) -> float:
+    """The percent Codex displays for the reading: it must equal Codex's own."""
+    return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))

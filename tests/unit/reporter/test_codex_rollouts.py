@@ -6,7 +6,7 @@ from pathlib import Path
 
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.codex_rollouts import RolloutTailer
-from reporter.readings import remaining_pct
+from reporter.readings import Reading
 from schemas import SourceKind
 from tests.unit.reporter.conftest import ROLLOUT_FILE, ROLLOUT_THREAD
 
@@ -15,7 +15,7 @@ EXPECTED = [(81.0, 0), (12.0, 0), (12.0, 1), (93.0, 1), (65.0, 1)]
 
 
 def _summary(readings) -> list[tuple[float, int]]:
-    return [(remaining_pct(r, DEFAULT_CODEX_PROFILE), r.compaction_count) for r in readings]
+    return [(_shown(r), r.compaction_count) for r in readings]
 
 
 def test_a_rollout_gives_the_expected_readings(tmp_path: Path) -> None:
@@ -107,3 +107,8 @@ def test_a_new_file_and_a_replaced_file_are_picked_up(tmp_path: Path) -> None:
     readings = tailer.poll()
     assert sorted(r.thread_id for r in readings) == sorted([ROLLOUT_THREAD, "0199a213-0000-7000-8000-000000000001"])
     assert all(r.context_window == 128_000 for r in readings)
+
+
+def _shown(reading: Reading) -> float:
+    """The percent Codex displays for the reading: it must equal Codex's own."""
+    return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))
