@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from reporter.readings import MAX_RESEND, Reading
+from reporter.readings import MAX_RESEND, Reading, snapshot_version
 from schemas import ContextBudgetLevel, SourceKind
 from streams.engine.config import REPORT_INTERVAL_SECONDS
 from streams.engine.levels import SEVERITY
@@ -122,6 +122,17 @@ class Cadence:
         reading = outgoing.reading
         mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, timedelta(seconds=interval))
         self._threads[key] = replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True)
+
+    def answered(self, key: ThreadKey, version: int, next_required_seconds: int) -> None:
+        """The engine answered a delivered snapshot later than it was handed over (a spooled sink): its interval
+        applies when that snapshot is still the thread's last one sent; an answer to an older one says nothing now."""
+        thread = self._threads.get(key)
+        if thread is None or thread.sent is None or thread.sent_resend is None:
+            return
+        if snapshot_version(thread.reading.position, thread.sent_resend) != version:
+            return
+        interval = timedelta(seconds=next_required_seconds)
+        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval))
 
     def unsent(self, now: datetime) -> list[Outgoing]:
         """Every reading whose content was not sent yet, due or not (when the input ends, nothing more will come)."""

@@ -19,6 +19,8 @@ from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
 from reporter.sink import Sink
+from reporter.spool import Spool
+from reporter.spooled_sink import SpooledSink
 from streams.settings import Settings
 
 
@@ -91,6 +93,9 @@ def report(
     codex_profile: Annotated[
         str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
     ] = "reference",
+    spool_dir: Annotated[
+        Path | None, typer.Option(help="Snapshots not delivered yet (default: <data dir>/reporter/spool).")
+    ] = None,
 ) -> None:
     """Report real agent threads' context budgets: Codex app-server notifications, Codex rollout files, or our own
     session events (one JSON object per line)."""
@@ -114,6 +119,7 @@ def report(
             state_file or settings.resolved_data_dir / "reporter" / "rollouts.json",
             poll_seconds,
             codex_profile,
+            spool_dir or settings.resolved_data_dir / "reporter" / "spool",
         )
     )
 
@@ -128,8 +134,12 @@ async def _run(
     state_file: Path,
     poll_seconds: float,
     codex_profile: str,
+    spool_dir: Path,
 ) -> None:
     if isinstance(sink, KafkaSink):
+        await sink.start()
+    if source is not Source.EVENTS:
+        sink = SpooledSink(Spool(spool_dir), sink)
         await sink.start()
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
     try:
@@ -142,4 +152,7 @@ async def _run(
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)
     finally:
         await sink.close()
-    typer.echo(f"sent {reporter.sent} snapshots", err=True)
+    if isinstance(sink, SpooledSink):
+        typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, left {len(sink.spool)}", err=True)
+    else:
+        typer.echo(f"sent {reporter.sent} snapshots", err=True)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
 
-from reporter.sink import DeliveryError, RejectedRecord
+from reporter.sink import Backoff, DeliveryError, RejectedRecord
 from schemas import SessionEvent, ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
 from schemas.codec import encode_record
 
@@ -28,15 +28,10 @@ _SNAPSHOT_IDENTITY = frozenset({"snapshot_id", "snapshot_version"})
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 6
-    base_delay_seconds: float = 0.5
-    max_delay_seconds: float = 30.0
+class RetryPolicy(Backoff):
+    """Quick retries of one request (a blip); a longer outage is the spool's to wait out."""
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """The server's `Retry-After` when it gave one, else exponential backoff; never beyond the cap."""
-        wanted = retry_after if retry_after is not None else self.base_delay_seconds * 2**attempt
-        return min(max(wanted, 0.0), self.max_delay_seconds)
+    attempts: int = 6
 
 
 def retry_after_seconds(headers: Message, now: datetime) -> float | None:
@@ -99,7 +94,7 @@ class HttpSink:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         body = report_body(snapshot)
-        last_failure = ""
+        last_failure, retry_after = "", None
         for attempt in range(self.retry.attempts):
             try:
                 answer = await asyncio.to_thread(self._post, url, body, headers)
@@ -114,7 +109,7 @@ class HttpSink:
                 retry_after = retry_after_seconds(answer.headers, datetime.now(UTC))
             if attempt + 1 < self.retry.attempts:
                 await self._sleep(self.retry.delay(attempt, retry_after))
-        raise DeliveryError(f"{url}: gave up after {self.retry.attempts} attempts; last: {last_failure}")
+        raise DeliveryError(f"{url}: gave up after {self.retry.attempts} attempts; last: {last_failure}", retry_after)
 
     async def send_event(self, event: SessionEvent) -> None:
         raise RejectedRecord("spec 5.2 has no endpoint for session events: send them through Kafka")

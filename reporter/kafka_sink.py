@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
+from reporter.sink import DeliveryError
 from schemas import SessionEvent, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.engine.batch import SESSION_EVENTS, SNAPSHOTS
@@ -38,7 +40,10 @@ class KafkaSink:
         await self._producer.start()
 
     async def _send(self, record: KafkaRecord) -> None:
-        await self._producer.send_and_wait(record.topic, record.value, key=record.key)
+        try:
+            await self._producer.send_and_wait(record.topic, record.value, key=record.key)
+        except KafkaError as error:  # the producer's own retries are spent: the spool waits and sends again
+            raise DeliveryError(f"{record.topic}: {error!r}") from error
 
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         await self._send(snapshot_record(snapshot, self.topic_prefix))

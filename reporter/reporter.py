@@ -2,6 +2,11 @@
 
 `Reporter` is importable by workers that embed it: feed it readings (`observe`), set must-finish when the worker knows
 it, and call `flush` whenever `next_due` comes. The `run_*` coroutines drive it from the three sources.
+
+Give it a `SpooledSink` (as `ctxbudget report` does) and every snapshot it decides to send is stored on disk at once
+and delivered in order whenever the receiver is up (`reporter.spool`); the engine's answered interval comes back
+through `answered`. With a plain sink, a failed delivery pauses reporting and only each thread's latest reading
+stays due.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
 from reporter.sink import DeliveryError, RejectedRecord, Sink
+from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
 from schemas.codec import Codec, DecodeError
 
@@ -51,6 +57,8 @@ class Reporter:
         self.sent = 0
         self._must_finish: dict[str, bool] = {}
         self._paused_until = datetime.min.replace(tzinfo=UTC)
+        if isinstance(sink, SpooledSink):
+            sink.on_answer = self.answered
 
     def observe(self, reading: Reading) -> None:
         """Take a new reading of a thread; a significant change makes it due at once."""
@@ -95,6 +103,12 @@ class Reporter:
             delivered += 1
         self.sent += delivered
         return delivered
+
+    def answered(self, snapshot: ThreadContextSnapshot, next_required_seconds: int | None) -> None:
+        """A spooled snapshot was delivered: the engine's interval, when it gave one, sets the thread's cadence."""
+        if next_required_seconds is not None:
+            key = (snapshot.thread_id, snapshot.source_kind)
+            self.cadence.answered(key, snapshot.snapshot_version, next_required_seconds)
 
     def _snapshot(self, item: Outgoing) -> ThreadContextSnapshot:
         return to_snapshot(item.reading, self.identity, self.profile, item.resend, item.captured_at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from schemas import SessionEvent, ThreadContextSnapshot
@@ -9,6 +10,22 @@ from schemas import SessionEvent, ThreadContextSnapshot
 
 class DeliveryError(RuntimeError):
     """The receiver stayed unavailable through every retry; the record was not delivered and may be sent again."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds the receiver asked to wait (HTTP `Retry-After`), when it said."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base_delay_seconds: float = 0.5
+    max_delay_seconds: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The receiver's `Retry-After` when it gave one, else exponential backoff; never beyond the cap."""
+        wanted = retry_after if retry_after is not None else self.base_delay_seconds * 2**attempt
+        return min(max(wanted, 0.0), self.max_delay_seconds)
 
 
 class RejectedRecord(RuntimeError):

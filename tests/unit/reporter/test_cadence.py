@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from reporter.budget import TokenUsage
 from reporter.cadence import Cadence
-from reporter.readings import Reading
+from reporter.readings import Reading, snapshot_version
 from schemas import ContextBudgetLevel, SourceKind
 
 T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
@@ -111,3 +111,16 @@ def test_most_severe_threads_go_first() -> None:
     cadence.observe(_reading(1, T0), SAFE, T0)
     cadence.observe(replace(_reading(1, T0), thread_id="u"), CRITICAL, T0)
     assert [o.reading.thread_id for o in cadence.due(T0)] == ["u", "t"]
+
+
+def test_an_answer_sets_the_interval_only_for_the_last_snapshot_sent() -> None:
+    cadence = Cadence()
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)
+    cadence.observe(_reading(2, _at(1)), SAFE, _at(1))
+    _send_due(cadence, _at(31))
+    key = ("t", SourceKind.CODEX_APP_SERVER)
+    cadence.answered(key, snapshot_version(1), 5)  # a late answer to the first snapshot: says nothing now
+    assert cadence.next_due() == _at(61)
+    cadence.answered(key, snapshot_version(2), 5)
+    assert cadence.next_due() == _at(36)

@@ -1,10 +1,7 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -12,56 +9,10 @@ from reporter.http_sink import HttpSink, RetryPolicy
 from reporter.kafka_sink import event_record, snapshot_record
 from reporter.sink import DeliveryError, RejectedRecord
 from schemas import SESSION_EVENT_ADAPTER, ThreadContextSnapshot, WorkerReportRequest
-from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE
+from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST
+from tests.unit.reporter.conftest import OK, UNAVAILABLE
 
 SNAP = ThreadContextSnapshot.model_validate_json(json.dumps(SNAPSHOT))
-
-
-class _Server:
-    """A local API that answers each POST with the next scripted (status, headers, body) and records the requests."""
-
-    def __init__(self, script: list[tuple[int, dict[str, str], bytes]]) -> None:
-        self.script = script
-        self.requests: list[tuple[str, dict[str, str], bytes]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                server.requests.append((self.path, dict(self.headers), body))
-                status, headers, answer = server.script[min(len(server.requests), len(server.script)) - 1]
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-
-@pytest.fixture
-def serve() -> Iterator:
-    servers: list[_Server] = []
-
-    def start(script: list[tuple[int, dict[str, str], bytes]]) -> _Server:
-        server = _Server(script)
-        threading.Thread(target=server.httpd.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.httpd.shutdown()
-        server.httpd.server_close()
-
-
-OK = (200, {"Content-Type": "application/json"}, json.dumps(SPEC_REPORT_RESPONSE).encode())
-UNAVAILABLE = (503, {"Retry-After": "2"}, b"busy")
 
 
 class _Sleeps(list[float]):

@@ -1,0 +1,106 @@
+"""The reporter's sink when delivery may fail for a while: snapshots go to the on-disk spool at once, and one task
+delivers the spool in order, with backoff, removing each record only after the receiver confirmed it.
+
+Whatever the receiver does, `send_snapshot` costs one fsynced append, so the reader of a source never waits for the
+API or Kafka. Session events are not versioned (a resend is no harmless duplicate to the projection), so they go
+straight to the inner sink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from reporter.sink import Backoff, DeliveryError, RejectedRecord, Sink
+from reporter.spool import Spool
+from schemas import SessionEvent, ThreadContextSnapshot
+
+log = logging.getLogger(__name__)
+
+OUTAGE_BACKOFF = Backoff(base_delay_seconds=1.0, max_delay_seconds=60.0)
+DEFAULT_DRAIN_SECONDS = 10.0
+"""How long `close` waits for the spool to empty; what is left is delivered by the next run."""
+
+Answered = Callable[[ThreadContextSnapshot, int | None], None]
+"""Told of each delivered snapshot and the receiver's `next_required_report_in_seconds` (spec 5.2)."""
+
+
+class SpooledSink:
+    def __init__(
+        self,
+        spool: Spool,
+        sink: Sink,
+        backoff: Backoff = OUTAGE_BACKOFF,
+        drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.spool = spool
+        self.sink = sink
+        self.backoff = backoff
+        self.drain_seconds = drain_seconds
+        self.on_answer: Answered | None = None
+        self.delivered = 0
+        self._sleep = sleep
+        self._appended = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start delivering, beginning with whatever an earlier run left in the spool."""
+        self._task = asyncio.create_task(self._deliver(), name="reporter-spool")
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        """Stored durably; delivered later. No answer yet, so the cadence uses spec 5.1 until `on_answer` says."""
+        self.spool.append([snapshot])
+        self._drained.clear()
+        self._appended.set()
+        return None
+
+    async def send_event(self, event: SessionEvent) -> None:
+        await self.sink.send_event(event)
+
+    async def drained(self) -> None:
+        """Returns once every spooled snapshot was delivered (or rejected)."""
+        await self._drained.wait()
+
+    async def close(self) -> None:
+        """Give delivery `drain_seconds` to empty the spool, then stop; the rest stays on disk for the next run."""
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._drained.wait()), self.drain_seconds)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            if len(self.spool):
+                log.warning("spool: %d snapshots left for the next run", len(self.spool))
+        self.spool.close()
+        await self.sink.close()
+
+    async def _deliver(self) -> None:
+        failures = 0
+        while True:
+            record = self.spool.head()
+            if record is None:
+                self._drained.set()
+                self._appended.clear()
+                await self._appended.wait()
+                continue
+            try:
+                interval = await self.sink.send_snapshot(record.snapshot)
+            except DeliveryError as error:
+                delay = self.backoff.delay(failures, error.retry_after)
+                failures += 1
+                pending = len(self.spool)
+                log.warning("spool: delivery failed (%d pending), next try in %.1f s: %s", pending, delay, error)
+                await self._sleep(delay)
+                continue
+            except RejectedRecord as error:
+                log.error("spool: the receiver rejected a snapshot of thread %r: %s", record.snapshot.thread_id, error)
+                interval = None  # removed all the same: the same record would be rejected again
+            failures = 0
+            self.spool.remove(record.seq)
+            self.delivered += 1
+            if self.on_answer is not None:
+                self.on_answer(record.snapshot, interval)

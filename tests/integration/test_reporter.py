@@ -1,0 +1,59 @@
+"""The reporter on the real broker: a Codex app-server session, through the spool and the Kafka sink, onto the
+engine's snapshot topic keyed by thread, each thread's snapshots in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from reporter.kafka_sink import KafkaSink
+from reporter.reporter import Reporter, run_app_server
+from reporter.spool import Spool
+from reporter.spooled_sink import SpooledSink
+from schemas import Codec, ThreadContextSnapshot
+from streams.engine.batch import SNAPSHOTS
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.unit.reporter.conftest import FIXTURES
+from tests.unit.reporter.test_reporter import IDENTITY, _Clock, _report_app_server, _ticking
+
+pytestmark = pytest.mark.kafka
+
+
+async def _read(settings: Settings, topic: str, count: int) -> list[tuple[bytes, ThreadContextSnapshot]]:
+    codec = Codec(ThreadContextSnapshot)
+    servers = settings.kafka_bootstrap_servers
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=servers, auto_offset_reset="earliest")
+    await consumer.start()
+    received: list[tuple[bytes, ThreadContextSnapshot]] = []
+    try:
+        while len(received) < count:
+            batches = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), timeout=30)
+            for records in batches.values():
+                received.extend((r.key, codec.decode(r.value)) for r in records)
+    finally:
+        await consumer.stop()
+    return received
+
+
+async def test_an_app_server_session_lands_on_snapshots_keyed_by_thread_in_order(settings: Settings, tmp_path) -> None:
+    app_server_lines = (FIXTURES / "app_server_session.jsonl").read_text().splitlines()
+    await ensure_topics(settings)
+    kafka = KafkaSink(settings.kafka_bootstrap_servers or "", settings.topic_prefix)
+    await kafka.start()
+    spooled = SpooledSink(Spool(tmp_path / "spool"), kafka, drain_seconds=30)
+    await spooled.start()
+    clock = _Clock()
+    reporter = Reporter(IDENTITY, spooled, clock=clock)
+    await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
+    await spooled.close()
+
+    expected = await _report_app_server(app_server_lines)
+    assert spooled.delivered == len(expected)
+    assert len(Spool(tmp_path / "spool")) == 0
+    received = await _read(settings, settings.topic(SNAPSHOTS), len(expected))
+    assert all(key == snapshot.thread_id.encode() for key, snapshot in received)
+    for thread in {s.thread_id for s in expected}:
+        assert [s for _, s in received if s.thread_id == thread] == [s for s in expected if s.thread_id == thread]

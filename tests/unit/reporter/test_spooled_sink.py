@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from reporter.budget import TokenUsage
+from reporter.http_sink import HttpSink, RetryPolicy
+from reporter.readings import Reading
+from reporter.reporter import Reporter, run_app_server
+from reporter.sink import Backoff, DeliveryError
+from reporter.spool import Spool
+from reporter.spooled_sink import SpooledSink
+from schemas import SessionEvent, SourceKind, ThreadContextSnapshot
+from tests.unit.reporter.conftest import OK
+from tests.unit.reporter.test_reporter import IDENTITY, T0, _Clock, _report_app_server, _Sink, _ticking
+from tests.unit.reporter.test_spool import snap
+
+QUICK = Backoff(base_delay_seconds=0.01, max_delay_seconds=0.05)
+
+
+async def _until(condition, seconds: float = 10.0) -> None:
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110 - the condition is another thread's doing
+            await asyncio.sleep(0.01)
+
+
+def _spooled(directory: Path, url: str) -> SpooledSink:
+    """One request per try: the spool's own backoff waits the outage out (Retry-After is honoured up to its cap)."""
+    return SpooledSink(Spool(directory), HttpSink(url, retry=RetryPolicy(attempts=1)), QUICK, drain_seconds=0)
+
+
+async def test_api_down_for_a_while_then_every_snapshot_arrives_once_in_order(serve, tmp_path: Path) -> None:
+    api = serve([OK])
+    api.down = True
+    sent = [snap(thread, version) for version in range(1, 5) for thread in ("a", "b", "c")]
+
+    first = _spooled(tmp_path, api.url)
+    await first.start()
+    for snapshot in sent[:6]:
+        await first.send_snapshot(snapshot)
+    await _until(lambda: len(api.requests) >= 3)
+    await first.close()  # the reporter stops while the API is still down
+
+    restarted = _spooled(tmp_path, api.url)
+    await restarted.start()
+    for snapshot in sent[6:]:
+        await restarted.send_snapshot(snapshot)
+    await _until(lambda: len(api.requests) >= 6)
+    api.down = False
+    async with asyncio.timeout(10):
+        await restarted.drained()
+    await restarted.close()
+
+    arrived = [
+        (headers["Idempotency-Key"], int(headers["X-Snapshot-Version"]))
+        for (_, headers, _), status in zip(api.requests, api.statuses, strict=True)
+        if status == 200
+    ]
+    assert arrived == [(s.snapshot_id, s.snapshot_version) for s in sent]
+    assert len(Spool(tmp_path)) == 0
+
+
+class _Refusing(_Sink):
+    """Unavailable for `down` tries, asking each time to wait `retry_after` seconds."""
+
+    def __init__(self, down: int, retry_after: float | None) -> None:
+        super().__init__()
+        self.refusals = down
+        self.retry_after = retry_after
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        if self.refusals:
+            self.refusals -= 1
+            raise DeliveryError("down", self.retry_after)
+        self.snapshots.append(snapshot)
+        return None
+
+
+class _Sleeps(list[float]):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+        await asyncio.sleep(0)
+
+
+async def test_delivery_backs_off_exponentially_and_honours_retry_after(tmp_path: Path) -> None:
+    for retry_after, expected in ((None, [1.0, 2.0, 4.0]), (7.0, [7.0, 7.0, 7.0]), (600.0, [60.0, 60.0, 60.0])):
+        sleeps = _Sleeps()
+        inner = _Refusing(3, retry_after)
+        spooled = SpooledSink(Spool(tmp_path / str(retry_after)), inner, sleep=sleeps)
+        await spooled.start()
+        await spooled.send_snapshot(snap("a", 1))
+        await spooled.drained()
+        await spooled.close()
+        assert (sleeps, [s.snapshot_id for s in inner.snapshots]) == (expected, ["a-1"])
+
+
+class _Hanging(_Sink):
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        await asyncio.Event().wait()
+        return None
+
+    async def send_event(self, event: SessionEvent) -> None:
+        raise AssertionError("not used")
+
+
+async def test_the_app_server_reader_never_waits_for_a_hanging_sink(app_server_lines, tmp_path: Path) -> None:
+    clock = _Clock()
+    spooled = SpooledSink(Spool(tmp_path), _Hanging(), drain_seconds=0)
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled, clock=clock)
+    async with asyncio.timeout(5):
+        await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
+    await spooled.close()
+    expected = await _report_app_server(app_server_lines)
+    assert [record.snapshot for record in Spool(tmp_path)] == expected  # all kept for the next run
+
+
+async def test_a_spooled_reporter_delivers_what_a_direct_one_does_despite_failures(app_server_lines, tmp_path) -> None:
+    clock, inner = _Clock(), _Refusing(3, None)
+    spooled = SpooledSink(Spool(tmp_path), inner, sleep=_Sleeps())
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled, clock=clock)
+    await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
+    await spooled.drained()
+    await spooled.close()
+    assert inner.snapshots == await _report_app_server(app_server_lines)
+
+
+async def test_the_engines_answered_interval_sets_the_cadence_of_a_spooled_reporter(serve, tmp_path: Path) -> None:
+    api = serve([OK])  # answers next_required_report_in_seconds = 5 (spec 5.2's example)
+    clock = _Clock()
+    spooled = _spooled(tmp_path, api.url)
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled, clock=clock)
+    reporter.observe(Reading("t", SourceKind.CODEX_APP_SERVER, 1, T0, TokenUsage(50_000), 258_400))
+    await reporter.flush()
+    assert reporter.seconds_until_due() == 30.0  # safe, until the engine says otherwise (spec 5.1)
+    await spooled.drained()
+    assert reporter.seconds_until_due() == 5.0
+    await spooled.close()
+    assert json.loads(api.requests[0][2])["source_kind"] == "codex_app_server"
