@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
 
 from clickhouse_connect.driver.client import Client
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from api.deps import ApiContext
 from api.openapi import add_body_schemas
@@ -19,6 +22,9 @@ from api.settings import ApiSettings, token_secret
 from streams.settings import Settings
 
 ServicesFactory = Callable[[], AbstractAsyncContextManager[KafkaServices]]
+
+STATIC_DIR = Path(__file__).parent / "static"
+"""The conversation-list web page: plain HTML, CSS and JavaScript modules, served as they are (no build step)."""
 
 
 def create_app(
@@ -53,7 +59,28 @@ def create_app(
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
     add_body_schemas(app)
+    _serve_page(app)
     return app
+
+
+def _serve_page(app: FastAPI) -> None:
+    """The web page at `/` and its files under `/static`; public (the page asks for a token, the API checks it)."""
+    index = STATIC_DIR / "index.html"
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(index, headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", _RevalidatedFiles(directory=STATIC_DIR), name="static")
+
+
+class _RevalidatedFiles(StaticFiles):
+    """Browsers ask again (ETag) before reusing a file, so an upgraded API never runs with yesterday's scripts."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
 
 async def _kafka_unavailable(request: Request, error: Exception) -> JSONResponse:

@@ -25,6 +25,7 @@ def conversation_item(row: Row) -> ConversationItem:
             visible=visible,
             percent=row["indicator_percent"] if visible else None,
             level=row["indicator_level"] if visible else None,
+            stale=row["indicator_stale"] if visible else False,
         ),
         context_budget_source_node_id=row["context_budget_source_node_id"],
         context_budget_updated_at=row["context_budget_updated_at"],

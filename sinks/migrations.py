@@ -334,6 +334,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        4,
+        "conversation indicators keep the stale mark (a stale thread's ring shows its last value, marked)",
+        ("ALTER TABLE conversation_indicators ADD COLUMN IF NOT EXISTS indicator_stale Bool DEFAULT false",),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

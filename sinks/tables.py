@@ -123,6 +123,7 @@ CONVERSATION_INDICATORS = TableSpec(
         indicator_visible=lambda c: c.context_budget_indicator.visible,
         indicator_percent=lambda c: c.context_budget_indicator.percent,
         indicator_level=lambda c: c.context_budget_indicator.level,
+        indicator_stale=lambda c: c.context_budget_indicator.stale,
     ),
     versioned=True,
 )

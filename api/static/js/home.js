@@ -1,0 +1,129 @@
+// Home (spec 6.1, 7.1-7.3): the conversation list, pinned first then the latest reply (the API's order), each
+// single-device and master-agent conversation with its ring, group conversations without one. Indicator events
+// redraw a ring in place.
+import * as api from "./api.js";
+import { h } from "./dom.js";
+import { CONVERSATION_TYPES, older, time } from "./format.js";
+import { liveResource } from "./resource.js";
+import { ring } from "./ring.js";
+
+const INDICATOR_UPDATED = "conversation.context_indicator.updated";
+
+export function homeView(main, _params, context) {
+  context.title("Conversations");
+  context.crumbs([]);
+  const rows = new Map(); // conversation_id -> {item, element}
+  let nextCursor = null;
+  let sinceLoad = null; // events received while a load runs: replayed on its result, which may predate them
+
+  async function load(signal) {
+    sinceLoad = [];
+    const wanted = Math.max(rows.size, 1);
+    const items = [];
+    let cursor = null;
+    do {
+      const page = await api.conversations(cursor, signal);
+      items.push(...page.items);
+      cursor = page.next_cursor;
+    } while (cursor && items.length < wanted);
+    return { items, cursor };
+  }
+
+  function render({ items, cursor }) {
+    rows.clear();
+    nextCursor = cursor;
+    const list = h("ol", { class: "conversations", "aria-label": "Conversations" });
+    for (const item of items) list.append(row(item));
+    main.replaceChildren(
+      h("h1", { tabindex: -1 }, "Conversations"),
+      items.length ? list : h("p", { class: "muted" }, "No conversations are visible to this token."),
+      moreButton(list) ?? "",
+    );
+    const missed = sinceLoad;
+    sinceLoad = null;
+    for (const event of missed) apply(event.data);
+  }
+
+  function row(item) {
+    const element = h(
+      "li",
+      { "data-conversation-id": item.conversation_id, "data-type": item.conversation_type },
+      h(
+        "a",
+        { class: "conversation", href: `#/projects/${encodeURIComponent(item.project_id)}` },
+        h(
+          "span",
+          { class: "conversation-text" },
+          h("span", { class: "conversation-title" }, item.project_title),
+          h(
+            "span",
+            { class: "conversation-meta" },
+            item.manual_pinned ? h("span", { class: "pin" }, "pinned") : null,
+            h("span", {}, CONVERSATION_TYPES[item.conversation_type] ?? item.conversation_type),
+            item.latest_reply_at ? h("span", {}, "last reply ", time(item.latest_reply_at)) : null,
+          ),
+        ),
+        h("span", { class: "indicator" }, indicator(item)),
+      ),
+    );
+    rows.set(item.conversation_id, { item, element });
+    return element;
+  }
+
+  function moreButton(list) {
+    if (!nextCursor) return null;
+    const button = h("button", { type: "button", class: "more" }, "Show more conversations");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const page = await api.conversations(nextCursor);
+        for (const item of page.items) if (!rows.has(item.conversation_id)) list.append(row(item));
+        nextCursor = page.next_cursor;
+        if (nextCursor) button.disabled = false;
+        else button.remove();
+      } catch (error) {
+        if (error instanceof api.Unauthorized) context.unauthorized();
+        else button.disabled = false;
+      }
+    });
+    return button;
+  }
+
+  /** Patches the conversation's ring; unknown conversations reload the list when it is complete (may be new). */
+  function apply(update) {
+    const known = rows.get(update.conversation_id);
+    if (!known) {
+      if (!nextCursor) resource.changed();
+      return;
+    }
+    if (older(update.context_budget_updated_at, known.item.context_budget_updated_at)) return;
+    known.item = { ...known.item, ...indicatorFields(update) };
+    known.element.querySelector(".indicator").replaceChildren(indicator(known.item) ?? "");
+  }
+
+  const resource = liveResource({ main, load, render, context, what: "conversation list" });
+  return {
+    onEvent(event) {
+      if (event.type !== INDICATOR_UPDATED) return;
+      sinceLoad?.push(event);
+      apply(event.data);
+    },
+    resync: resource.changed,
+    dispose: resource.dispose,
+  };
+}
+
+/** The ring for a conversation, or null: groups never have one (spec 7.2), whatever the indicator says. */
+function indicator(item) {
+  const shown = item.context_budget_indicator;
+  if (item.conversation_type === "group" || !shown.visible) return null;
+  return ring(shown);
+}
+
+/** What an indicator event changes in a conversation (spec 6.4 `conversation.context_indicator.updated`). */
+const indicatorFields = (update) => ({
+  context_budget_indicator: update.context_budget_indicator,
+  context_budget_source_node_id: update.context_budget_source_node_id,
+  context_budget_updated_at: update.context_budget_updated_at,
+  must_finish_before_compaction: update.must_finish_before_compaction,
+});

@@ -1,0 +1,197 @@
+// Thread detail (spec 6.3): percent and level, expected compaction with its forecast band, the last compaction and
+// what triggered it, the wrap-up checklist (spec 8.3), the handoff package, and what the context is made of (seed
+// 000 5.3: one bar per section of the latest manifest, against the window, as estimates).
+import * as api from "./api.js";
+import { facts, h, textList } from "./dom.js";
+import { TRIGGER_MODES, ringPercent, time, tokens, words } from "./format.js";
+import { liveResource } from "./resource.js";
+import { levelBadge, ring } from "./ring.js";
+
+export function threadView(main, threadId, context) {
+  context.title(`Thread ${threadId}`);
+  let projectId = null;
+
+  function render(detail) {
+    projectId = detail.project_id;
+    const project = `#/projects/${encodeURIComponent(detail.project_id)}`;
+    context.crumbs([
+      [`Project ${detail.project_id}`, project],
+      [`Thread ${detail.thread_id}`, `#/threads/${encodeURIComponent(detail.thread_id)}`],
+    ]);
+    const percent = ringPercent(detail.context_budget_remaining_pct);
+    main.replaceChildren(
+      h("h1", { tabindex: -1 }, `Thread ${detail.thread_id}`),
+      h(
+        "section",
+        { class: "card budget", "aria-labelledby": "budget-heading" },
+        h("h2", { id: "budget-heading" }, "Context budget"),
+        h(
+          "div",
+          { class: "budget-head" },
+          ring({ percent, level: detail.context_budget_level, stale: detail.stale }, "large"),
+          h(
+            "div",
+            {},
+            h("p", { class: "big", "data-testid": "percent" }, `${percent}% left`),
+            h("p", {}, "Level ", levelBadge(detail.context_budget_level)),
+            detail.stale ? h("p", { class: "stale-tag" }, "stale: the thread missed its report deadline") : null,
+          ),
+        ),
+        facts([
+          ["Project", h("a", { href: project }, detail.project_id)],
+          ["Expected compaction", expected(detail)],
+          ["Last compaction", lastCompaction(detail)],
+          ["Must finish before compaction", detail.must_finish_before_compaction ? "yes" : "no"],
+          ["Pending master actions", textList(detail.pending_master_actions.map(words), "Pending master actions")],
+          ["Handoff package", handoff(detail)],
+          ["Updated", time(detail.updated_at)],
+        ]),
+      ),
+      checklist(detail.wrap_up_checklist),
+      composition(detail.latest_context_manifest),
+      history(detail.compaction_history),
+    );
+  }
+
+  const resource = liveResource({
+    main,
+    load: (signal) => api.threadBudget(threadId, signal),
+    render,
+    context,
+    what: "thread",
+  });
+  return {
+    onEvent(event) {
+      const data = event.data;
+      if (data.project_id === projectId || data.thread_id === threadId) resource.changed();
+    },
+    resync: resource.changed,
+    dispose: resource.dispose,
+  };
+}
+
+function expected(detail) {
+  if (!detail.compaction_expected_at) return h("span", { "data-testid": "expected" }, "not forecast");
+  const earliest = detail.compaction_expected_earliest_at;
+  const latest = detail.compaction_expected_latest_at;
+  const band = earliest && latest ? [" (between ", time(earliest), " and ", time(latest), ")"] : [];
+  return h("span", { "data-testid": "expected" }, time(detail.compaction_expected_at), ...band);
+}
+
+function lastCompaction(detail) {
+  if (!detail.last_compaction_at) return h("span", { "data-testid": "last-compaction" }, "none yet");
+  const mode = detail.last_compaction_trigger_mode;
+  return h(
+    "span",
+    { "data-testid": "last-compaction" },
+    time(detail.last_compaction_at),
+    mode ? `, triggered ${TRIGGER_MODES[mode] ?? mode}` : "",
+    ` (${detail.compaction_count} in all)`,
+  );
+}
+
+function handoff(detail) {
+  if (!detail.handoff_package_id) return h("span", { "data-testid": "handoff" }, "no package");
+  return h(
+    "span",
+    { "data-testid": "handoff" },
+    `${detail.handoff_package_id}: `,
+    h("span", { class: "package-status", "data-status": detail.handoff_package_status }, detail.handoff_package_status),
+  );
+}
+
+function checklist(list) {
+  const command = list.last_key_command;
+  return h(
+    "section",
+    { class: "card", "aria-labelledby": "checklist-heading", "data-testid": "checklist" },
+    h("h2", { id: "checklist-heading" }, "Wrap-up checklist"),
+    facts([
+      ["Files", textList(list.files, "Files")],
+      ["Completed patches", textList(list.completed_patches, "Completed patches")],
+      ["Pending patches", textList(list.pending_patches, "Pending patches")],
+      [
+        "Last key command",
+        command
+          ? h("code", {}, command.command, command.exit_code == null ? "" : ` → exit ${command.exit_code}`)
+          : "—",
+      ],
+      ["Last test conclusion", list.last_test_conclusion ?? "—"],
+      ["Open questions", textList(list.open_questions, "Open questions")],
+      ["Suggested next action", list.suggested_next_action ?? "—"],
+      ["Evidence", textList(list.evidence_links, "Evidence")],
+    ]),
+  );
+}
+
+/** One bar per manifest section, scaled to the window (or, when the window is unknown, to the sections' sum). */
+function composition(manifest) {
+  const section = (...children) =>
+    h(
+      "section",
+      { class: "card", "aria-labelledby": "composition-heading", "data-testid": "composition" },
+      h("h2", { id: "composition-heading" }, "Context composition ", h("span", { class: "estimate" }, "(estimates)")),
+      ...children,
+    );
+  if (!manifest) return section(h("p", { class: "muted" }, "No context manifest reported yet."));
+  const total = manifest.sections.reduce((sum, s) => sum + s.tokens, 0);
+  const windowTokens = manifest.estimated_window_tokens;
+  const scale = windowTokens || total || 1;
+  return section(
+    h(
+      "p",
+      { class: "note" },
+      windowTokens
+        ? `Window: ${tokens(windowTokens)} (estimated). `
+        : "Window unknown: bars are shares of the sections' sum. ",
+      `Sections: ${tokens(total)}. Token counts are estimates from the latest context manifest; they need not add `,
+      "up to the measured budget above, which the model's own usage reports.",
+    ),
+    h(
+      "ul",
+      { class: "bars", "aria-label": "Context sections" },
+      manifest.sections.map((s) => {
+        const share = (100 * s.tokens) / scale;
+        const bar = h("span", { class: "bar-fill" });
+        bar.style.width = `${Math.min(100, share)}%`;
+        return h(
+          "li",
+          { "data-section": s.key },
+          h("span", { class: "bar-label" }, s.label, s.count ? ` (${s.count})` : ""),
+          h("span", { class: "bar", "aria-hidden": "true" }, bar),
+          h("span", { class: "bar-value" }, `${tokens(s.tokens)} · ${share.toFixed(1)}%`),
+        );
+      }),
+    ),
+    manifest.memory_ids.length
+      ? h("p", { class: "note" }, `Memories injected: ${manifest.memory_ids.join(", ")}`)
+      : null,
+  );
+}
+
+function history(compactions) {
+  const recent = compactions.recent;
+  return h(
+    "section",
+    { class: "card", "aria-labelledby": "history-heading" },
+    h("h2", { id: "history-heading" }, `Compactions (${compactions.compaction_count})`),
+    recent.length === 0
+      ? h("p", { class: "muted" }, "none recorded")
+      : h(
+          "ul",
+          {},
+          recent.map((c) =>
+            h(
+              "li",
+              {},
+              time(c.completed_at),
+              `, ${TRIGGER_MODES[c.trigger_mode] ?? c.trigger_mode}`,
+              c.tokens_before != null && c.tokens_after != null
+                ? `: ${tokens(c.tokens_before)} → ${tokens(c.tokens_after)}`
+                : "",
+              c.handoff_ready ? ", handoff ready" : ", no handoff ready",
+            ),
+          ),
+        ),
+  );
+}
