@@ -16,9 +16,10 @@ from fastapi.staticfiles import StaticFiles
 from api.deps import ApiContext
 from api.openapi import add_body_schemas
 from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
-from api.routes import alerts, conversations, events, projects, threads, workers
+from api.routes import alerts, conversations, events, health, projects, threads, workers
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
+from streams.health import ClickHouseProbe
 from streams.settings import Settings
 
 ServicesFactory = Callable[[], AbstractAsyncContextManager[KafkaServices]]
@@ -34,10 +35,12 @@ def create_app(
     *,
     services: ServicesFactory | None = None,
     secret: bytes | None = None,
+    probe: ClickHouseProbe | None = None,
 ) -> FastAPI:
     """The app over `clickhouse` (the caller owns the client: chdb allows one per data path and process).
 
-    `services` starts the Kafka side with the app (default: the real producer and readers from `settings`).
+    `services` starts the Kafka side with the app (default: the real producer and readers from `settings`);
+    `probe` answers whether ClickHouse is reachable for `/readyz` (default: a ping through `clickhouse`).
     """
     api = api or ApiSettings()
     secret = secret or token_secret(settings, api)
@@ -55,7 +58,8 @@ def create_app(
         summary="Thread context budgets: worker reports (spec 5.2), the conversation-list BFF (6.1-6.3), SSE (6.4).",
         lifespan=lifespan,
     )
-    for module in (workers, conversations, projects, threads, alerts, events):
+    app.state.clickhouse_probe = probe or ClickHouseProbe.of(clickhouse)
+    for module in (workers, conversations, projects, threads, alerts, events, health):
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
     add_body_schemas(app)

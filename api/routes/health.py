@@ -1,0 +1,33 @@
+"""`/healthz`, `/readyz`, `/metrics` of the API: public, outside the versioned API, like the worker's.
+
+Ready = the Kafka side started (the app's lifespan set its context) and ClickHouse answers its probe.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from streams.health import ClickHouseProbe, Readiness, metrics_text
+
+router = APIRouter(tags=["operations"], include_in_schema=False)
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, bool]:
+    return {"alive": True}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    state = request.app.state
+    started = getattr(state, "context", None) is not None
+    probe: ClickHouseProbe = state.clickhouse_probe
+    readiness = Readiness({"kafka_services": started, "clickhouse": await probe.reachable()})
+    return JSONResponse(readiness.body(), status_code=readiness.status)
+
+
+@router.get("/metrics")
+async def metrics() -> Response:
+    body, content_type = metrics_text()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,141 @@
+"""`ctxbudget topics create|describe`: every topic of the topology with its declared shape, and the drift from it.
+
+Declared = the topics of `streams.topics.TOPICS` plus the changelog of every table the topology registers (Faust
+names them `<app_id>-<table>-changelog`; compacted, one partition per input partition). `create` makes the missing
+ones and never alters an existing topic: what differs is reported as drift for an operator to decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+from streams.settings import Settings
+from streams.topics import TOPICS
+
+CHANGELOG_CONFIGS = {"cleanup.policy": "compact"}
+"""What Faust itself declares for a table changelog: the latest value per key is the table."""
+
+
+@dataclass(frozen=True)
+class DeclaredTopic:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ActualTopic:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Drift:
+    topic: str
+    setting: str
+    declared: str
+    actual: str | None
+    """None: the topic does not exist."""
+
+
+def declared_topics(settings: Settings, tables: Iterable[str]) -> list[DeclaredTopic]:
+    """Every topic the topology needs; `tables` are the names of its Faust tables (their changelogs)."""
+    partitions, replication = settings.topic_partitions, settings.topic_replication_factor
+    topics = [DeclaredTopic(settings.topic(s.name), partitions, replication, s.configs()) for s in TOPICS]
+    changelogs = [
+        DeclaredTopic(f"{settings.app_id}-{table}-changelog", partitions, replication, CHANGELOG_CONFIGS)
+        for table in sorted(tables)
+    ]
+    return topics + changelogs
+
+
+def topology_tables(settings: Settings) -> list[str]:
+    """The table names the worker registers, read from the topology itself (built, never started)."""
+    from streams.topology import build
+
+    return list(build(settings).tables)
+
+
+def drift(declared: DeclaredTopic, actual: ActualTopic | None) -> list[Drift]:
+    """What differs between the declaration and the broker (nothing for a topic that matches)."""
+    if actual is None:
+        return [Drift(declared.name, "exists", "yes", None)]
+    wanted = {
+        "partitions": str(declared.partitions),
+        "replication.factor": str(declared.replication_factor),
+        **declared.configs,
+    }
+    have = {
+        "partitions": str(actual.partitions),
+        "replication.factor": str(actual.replication_factor),
+        **actual.configs,
+    }
+    return [Drift(declared.name, k, v, have.get(k)) for k, v in wanted.items() if have.get(k) != v]
+
+
+# -- the broker ------------------------------------------------------------------------------------------------------
+async def create_missing(admin: AIOKafkaAdminClient, declared: Sequence[DeclaredTopic]) -> list[str]:
+    """Create the declared topics that do not exist; return their names (empty: nothing to do)."""
+    existing = set(await admin.list_topics())
+    wanted = [
+        NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, topic_configs=t.configs)
+        for t in declared
+        if t.name not in existing
+    ]
+    if wanted:
+        response = await admin.create_topics(wanted)
+        for topic, code, *message in response.topic_errors:
+            if code and for_code(code) is not TopicAlreadyExistsError:  # a concurrent creator is fine
+                raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+    return [t.name for t in wanted]
+
+
+async def actual_topics(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, ActualTopic]:
+    """The broker's view of those of `names` that exist: partitions, replication factor, every config value."""
+    existing = set(await admin.list_topics())
+    present = [name for name in names if name in existing]
+    if not present:
+        return {}
+    metadata = {t["topic"]: t["partitions"] for t in await admin.describe_topics(present)}
+    resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in present]
+    configs: dict[str, dict[str, str]] = {}
+    for response in await admin.describe_configs(resources):
+        for resource in response.to_object()["resources"]:
+            entries = resource["config_entries"]
+            configs[resource["resource_name"]] = {e["config_names"]: e["config_value"] for e in entries}
+    return {
+        name: ActualTopic(
+            name,
+            partitions=len(metadata[name]),
+            replication_factor=max((len(p["replicas"]) for p in metadata[name]), default=0),
+            configs=configs.get(name, {}),
+        )
+        for name in present
+    }
+
+
+async def describe(settings: Settings, declared: Sequence[DeclaredTopic]) -> list[Drift]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        actual = await actual_topics(admin, [t.name for t in declared])
+    finally:
+        await admin.close()
+    return [d for topic in declared for d in drift(topic, actual.get(topic.name))]
+
+
+async def create(settings: Settings, declared: Sequence[DeclaredTopic]) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        return await create_missing(admin, declared)
+    finally:
+        await admin.close()
