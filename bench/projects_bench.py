@@ -1,10 +1,12 @@
 """Project-fold throughput, printed against a baseline measured in the same run (machines here are noisy).
 
-    .venv/bin/python bench/projects_bench.py [--projects 1000] [--threads 10000] [--updates 50000]
+    .venv/bin/python -m bench.projects_bench [--projects 1000] [--threads 10000] [--updates 50000]
 
 Thread states of `--threads` threads spread over `--projects` projects, each update a random walk of one thread's
 budget, as JSON bytes. Baseline: decoding those bytes alone. Measured: decode + the project fold, then the same with
-the table value encoded and decoded as a Faust table with a JSON changelog would.
+the table value encoded and decoded as a Faust table with a JSON changelog would; then the topology's whole path in
+batches (`streams.projects.batch`): routing, project and indicator folds with byte tables, every record between them
+encoded and decoded as on Kafka, each thread shown by a single_device conversation and each project by a group one.
 """
 
 from __future__ import annotations
@@ -12,29 +14,33 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from datetime import UTC, datetime, timedelta
+from collections import Counter
+from datetime import timedelta
 
-from schemas import Codec, ThreadState
+from schemas import Codec, Conversation, ConversationType, ThreadState
 from schemas.projects import ProjectState
 from streams.engine.actions import actions_for_level
+from streams.engine.batch import THREAD_STATE
 from streams.engine.levels import classify_level
+from streams.projects.batch import CONVERSATIONS, PROJECT_CODEC
 from streams.projects.config import ProjectsConfig
 from streams.projects.risk import apply_thread_state
+from tests.unit.projects.builders import T0, Topics
 
 STATE_CODEC = Codec(ThreadState)
-PROJECT_CODEC = Codec(ProjectState)
+BATCH = 2000
+"""Records per batch, as `Settings.batch_size`."""
 
 
 def workload(projects: int, threads: int, updates: int, seed: int = 7) -> list[bytes]:
     rnd = random.Random(seed)
-    start = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
     pct = [rnd.uniform(20, 100) for _ in range(threads)]
     out = []
     for i in range(updates):
         thread = rnd.randrange(threads)
         pct[thread] = min(100.0, max(0.0, pct[thread] + rnd.uniform(-0.4, 0.25)))
         level = classify_level(pct[thread])
-        at = start + timedelta(milliseconds=10 * i)
+        at = T0 + timedelta(milliseconds=10 * i)
         state = ThreadState(
             thread_id=f"thread-{thread}",
             project_id=f"proj-{thread % projects}",
@@ -47,7 +53,7 @@ def workload(projects: int, threads: int, updates: int, seed: int = 7) -> list[b
             context_budget_remaining_pct=pct[thread],
             reported_level=level,
             context_budget_level=level,
-            compaction_expected_at=start + timedelta(minutes=60 + thread % 240),
+            compaction_expected_at=T0 + timedelta(minutes=60 + thread % 240),
             must_finish_before_compaction=pct[thread] < 40,
             next_required_report_in_seconds=5,
             report_deadline_at=at + timedelta(seconds=15),
@@ -60,6 +66,49 @@ def workload(projects: int, threads: int, updates: int, seed: int = 7) -> list[b
 
 def rate(count: int, started: float) -> float:
     return count / (time.perf_counter() - started)
+
+
+def registry(projects: int, threads: int) -> list[Conversation]:
+    """One single_device conversation per thread and one group conversation per project."""
+    single = [
+        Conversation(
+            conversation_id=f"conv-{t}",
+            conversation_type=ConversationType.SINGLE_DEVICE,
+            project_id=f"proj-{t % projects}",
+            project_title=f"project {t % projects}",
+            thread_ids=[f"thread-{t}"],
+            updated_at=T0,
+        )
+        for t in range(threads)
+    ]
+    group = [
+        Conversation(
+            conversation_id=f"group-{p}",
+            conversation_type=ConversationType.GROUP,
+            project_id=f"proj-{p}",
+            project_title=f"project {p}",
+            thread_ids=[f"thread-{t}" for t in range(p, threads, projects)][:100],
+            updated_at=T0,
+        )
+        for p in range(projects)
+    ]
+    return [*single, *group]
+
+
+def batch_path(records: list[bytes], conversations: list[Conversation], config: ProjectsConfig) -> tuple[float, Topics]:
+    """Registry first, then the thread states in batches of BATCH, each drained through the three folds."""
+    topics = Topics(T0 + timedelta(minutes=10), config)  # just after the last update, before any retirement
+    for entry in conversations:
+        topics.produce(CONVERSATIONS, entry.conversation_id, entry)
+    topics.drain(BATCH)
+    topics.published.clear()
+    keys = [STATE_CODEC.decode(raw).thread_id for raw in records]
+    started = time.perf_counter()
+    for i in range(0, len(records), BATCH):
+        for key, raw in zip(keys[i : i + BATCH], records[i : i + BATCH], strict=True):
+            topics.produce(THREAD_STATE, key, raw)
+        topics.drain(BATCH)
+    return rate(len(records), started), topics
 
 
 def main() -> None:
@@ -95,12 +144,18 @@ def main() -> None:
         if change.state is not None:
             stored[thread.project_id] = PROJECT_CODEC.encode(change.state)
     with_table = rate(len(records), started)
+    path_rate, topics = batch_path(records, registry(args.projects, args.threads), config)
+    path_published = Counter(e.topic for e in topics.published)
+    seconds = len(records) / path_rate
 
     print(f"{len(decoded)} thread states, {args.threads} threads in {args.projects} projects")
     print(f"  decode only (baseline)        {decode_only:10.0f} updates/s")
     print(f"  decode + project fold         {fold:10.0f} updates/s  ({fold / decode_only:.2f}x of decode only)")
     print(f"  + table value decode/encode   {with_table:10.0f} updates/s  ({with_table / decode_only:.2f}x)")
     print(f"  project views published: {published} ({published / len(records):.0%} of updates)")
+    print(f"  whole batch path, 3 folds     {path_rate:10.0f} updates/s  ({path_rate / decode_only:.2f}x)")
+    for topic, count in sorted(path_published.items()):
+        print(f"    {topic:26} {count:8d} records, {count / seconds:8.0f}/s")
 
 
 if __name__ == "__main__":

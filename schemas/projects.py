@@ -5,7 +5,7 @@ the values of their tables and of the topics between them:
 
     thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
         -> thread-state-by-project [project_id]: ThreadState | ThreadLeft -> ProjectState
-        -> conversation-threads [conversation_id]: ShownThread
+        -> conversation-threads [conversation_id]: ConversationThread
     conversations [conversation_id] + conversation-threads -> ConversationIndicatorState
         -> conversation-links [thread_id]: ConversationLink
 """
@@ -71,6 +71,15 @@ class ShownThread(Record):
     must_finish_before_compaction: Flag
     stale: Flag
     updated_at: Timestamp
+
+
+class ConversationThread(Record):
+    """A record of `conversation-threads` [conversation_id]: a shown thread's ring values for one conversation.
+
+    It names its conversation so the indicator fold can check the key like on every other topic."""
+
+    conversation_id: Id
+    shown: ShownThread
 
 
 class ConversationLink(Record):

@@ -3,5 +3,5 @@
 Pure folds over the engine's thread state and the conversation registry, free of Faust like `streams.engine`:
 `routes` fans thread state out to projects and conversations, `risk` folds a project's live threads into its
 ranked view, `indicators` folds a conversation's ring marker. Each returns a `Change`: the state to write and the
-records to publish.
+records to publish. `batch` puts each behind its input topics' decoders, as `streams.topology` runs them.
 """

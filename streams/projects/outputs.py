@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from hashlib import blake2b
-from typing import Generic, TypeVar
 
 from schemas.base import MAX_ID_LENGTH
+from schemas.projects import ConversationThread
+from streams.batching import Change
 from streams.engine.fold import CLIENT_EVENTS, Emit
 
 PROJECT_RISK = "project-risk"
@@ -23,18 +23,10 @@ __all__ = [
     "PROJECT_RISK",
     "THREAD_STATE_BY_PROJECT",
     "Change",
+    "ConversationThread",
     "Emit",
     "stable_id",
 ]
-
-S = TypeVar("S")
-
-
-@dataclass(frozen=True)
-class Change(Generic[S]):
-    state: S | None
-    """The new table value; None when there is nothing to write."""
-    emits: list[Emit] = field(default_factory=list)
 
 
 def stable_id(*parts: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from schemas import ThreadState
 from schemas.projects import MAX_LINKED_CONVERSATIONS, ConversationLink, ShownThread, ThreadLeft, ThreadRoutes
-from streams.projects.outputs import CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Change, Emit
+from streams.projects.outputs import CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Change, ConversationThread, Emit
 from streams.projects.summary import ring_percent
 
 UNCHANGED: Change[ThreadRoutes] = Change(None)
@@ -29,7 +29,7 @@ def route_thread_state(routes: ThreadRoutes | None, thread: ThreadState) -> Chan
     elif held is not None and ring_values(held) == ring_values(shown):
         return Change(None, emits)
     linked = routes.conversation_ids if routes else []
-    emits += [Emit(CONVERSATION_THREADS, conversation_id, shown) for conversation_id in linked]
+    emits += [_to_conversation(conversation_id, shown) for conversation_id in linked]
     return Change(ThreadRoutes(thread_id=thread.thread_id, shown=shown, conversation_ids=linked), emits)
 
 
@@ -45,7 +45,7 @@ def apply_link(routes: ThreadRoutes | None, link: ConversationLink) -> Change[Th
     shown = routes.shown
     return Change(
         routes.model_copy(update={"conversation_ids": linked}),
-        [Emit(CONVERSATION_THREADS, link.conversation_id, shown)] if shown is not None else [],
+        [_to_conversation(link.conversation_id, shown)] if shown is not None else [],
     )
 
 
@@ -71,3 +71,7 @@ def ring_values(shown: ShownThread) -> tuple[object, ...]:
         shown.must_finish_before_compaction,
         shown.stale,
     )
+
+
+def _to_conversation(conversation_id: str, shown: ShownThread) -> Emit:
+    return Emit(CONVERSATION_THREADS, conversation_id, ConversationThread(conversation_id=conversation_id, shown=shown))

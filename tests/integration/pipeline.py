@@ -29,6 +29,8 @@ OUTPUT_TOPICS = (
     "client-events",
     "deadletter",
     "compactions",
+    "project-risk",
+    "conversation-indicators",
 )
 
 

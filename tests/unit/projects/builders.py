@@ -1,19 +1,34 @@
-"""Builders for the project and conversation folds' inputs, and a driver that routes their outputs as the topology
-would, so each test states only what matters to it."""
+"""Builders for the project and conversation folds' inputs, and two drivers that route their outputs as the topology
+would: `Pipeline` over the pure folds in memory, `Topics` over the batch functions with bytes on every topic and table.
+Each test states only what matters to it."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from schemas import Conversation, ConversationType, HandoffPackage, ThreadState, WorkFact
+from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
+from schemas.codec import encode_record
 from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
+from streams.batching import BatchResult, InputMessage
 from streams.engine.actions import actions_for_level
 from streams.engine.levels import classify_level
 from streams.projects import indicators, risk, routes
+from streams.projects.batch import (
+    INDICATOR_CODEC,
+    INDICATOR_INPUTS,
+    PROJECT_CODEC,
+    PROJECT_INPUTS,
+    ROUTES_CODEC,
+    ROUTES_INPUTS,
+    indicators_batch,
+    projects_batch,
+    retire_idle_projects,
+    routes_batch,
+)
 from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import (
     CONVERSATION_LINKS,
@@ -25,6 +40,8 @@ from streams.projects.outputs import (
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 CONFIG = ProjectsConfig()
+PREFIX = "ctx."
+INTERNAL = (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, CONVERSATION_LINKS)
 
 
 def at(seconds: float) -> datetime:
@@ -177,7 +194,7 @@ class Pipeline:
                 change = risk.apply_project_input(self.projects.get(key), emit.record, now, CONFIG)
                 queue += self._keep(self.projects, key, change)
             elif emit.topic == CONVERSATION_THREADS:
-                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record, now)
+                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record.shown, now)
                 queue += self._keep(self.conversations, key, change)
             elif emit.topic == CONVERSATION_LINKS:
                 queue += self._keep(self.routes, key, routes.apply_link(self.routes.get(key), emit.record))
@@ -185,3 +202,59 @@ class Pipeline:
                 out.append(emit)
         self.published += out
         return out
+
+
+class Topics:
+    """The three batch functions as the topology runs them: topics as FIFO lists of messages (one partition each),
+    tables as bytes. `published` keeps what leaves the folds (outputs and dead letters) in order."""
+
+    def __init__(self, now: datetime, config: ProjectsConfig = CONFIG) -> None:
+        self.config = config
+        self.topics: dict[str, list[InputMessage]] = defaultdict(list)
+        self.offsets: dict[str, int] = defaultdict(int)
+        self.published: list[Emit] = []
+        self.folds = [
+            (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, PREFIX)),
+            (PROJECT_INPUTS, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
+            (INDICATOR_INPUTS, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
+        ]
+
+    def produce(self, topic: str, key: str, value: Record | bytes) -> None:
+        raw = value if isinstance(value, bytes) else encode_record(value)
+        self.topics[topic].append(InputMessage(topic, 0, self.offsets[topic], key.encode(), raw))
+        self.offsets[topic] += 1
+
+    def pending(self) -> list[int]:
+        """The folds with records waiting, by index (routes, projects, indicators)."""
+        return [i for i, (inputs, *_) in enumerate(self.folds) if any(self.topics[t] for t in inputs)]
+
+    def step(self, fold: int, size: int) -> None:
+        """One batch of fold `fold`: up to `size` records of each of its inputs (Faust interleaves topics freely)."""
+        inputs, table, codec, batch = self.folds[fold]
+        messages = []
+        for topic in inputs:
+            messages += self.topics[topic][:size]
+            del self.topics[topic][:size]
+        self._publish(batch(messages, lambda key: codec.decode(table[key]) if key in table else None), table)
+
+    def tick(self, now: datetime) -> None:
+        """The project fold's timer."""
+        _, table, codec, _ = self.folds[1]
+        states = ((key, codec.decode(raw)) for key, raw in table.items())
+        self._publish(retire_idle_projects(states, now, self.config), table)
+
+    def drain(self, size: int = 1_000) -> None:
+        while pending := self.pending():
+            self.step(pending[0], size)
+
+    def latest(self, topic: str) -> dict[str, Record]:
+        """The last record per key (compacted-topic semantics)."""
+        return {e.key: e.record for e in self.published if e.topic == topic}
+
+    def _publish(self, result: BatchResult, table: dict[str, bytes]) -> None:
+        for emit in result.emits:
+            if emit.topic in INTERNAL:
+                self.produce(emit.topic, emit.key, emit.record)
+            else:
+                self.published.append(emit)
+        table.update({key: encode_record(state) for key, state in result.states.items()})

@@ -1,0 +1,123 @@
+"""The three project folds over a batch, as the topology runs them: decode, check the key, fold (`fold_records`).
+
+    thread-state + conversation-links [thread_id]      -> routes_batch     -> ThreadRoutes
+    thread-state-by-project [project_id] (+ the timer) -> projects_batch   -> ProjectState   (retire_idle_projects)
+    conversations + conversation-threads [conversation_id] -> indicators_batch -> ConversationIndicatorState
+
+Each is the pure fold of `routes`, `risk` or `indicators` behind one decoder per input topic; the records on the
+internal topics feed the next fold through Kafka, as `tests/unit/projects/builders.Pipeline` feeds them in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from schemas import Codec, Conversation, ThreadState
+from schemas.projects import (
+    ConversationIndicatorState,
+    ConversationLink,
+    ProjectInput,
+    ProjectState,
+    ThreadRoutes,
+)
+from streams.batching import DEADLETTER, BatchResult, InputMessage, fold_records
+from streams.engine.batch import THREAD_STATE
+from streams.projects import indicators, risk, routes
+from streams.projects.config import ProjectsConfig
+from streams.projects.outputs import (
+    CONVERSATION_LINKS,
+    CONVERSATION_THREADS,
+    THREAD_STATE_BY_PROJECT,
+    Change,
+    ConversationThread,
+)
+
+CONVERSATIONS = "conversations"
+
+ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS)
+PROJECT_INPUTS = (THREAD_STATE_BY_PROJECT,)
+INDICATOR_INPUTS = (CONVERSATIONS, CONVERSATION_THREADS)
+
+ROUTES_CODEC = Codec(ThreadRoutes)
+PROJECT_CODEC = Codec(ProjectState)
+INDICATOR_CODEC = Codec(ConversationIndicatorState)
+"""Table values."""
+
+ROUTES_DECODERS = {THREAD_STATE: Codec(ThreadState), CONVERSATION_LINKS: Codec(ConversationLink)}
+PROJECT_DECODERS = {THREAD_STATE_BY_PROJECT: Codec(ProjectInput)}
+INDICATOR_DECODERS = {CONVERSATIONS: Codec(Conversation), CONVERSATION_THREADS: Codec(ConversationThread)}
+
+
+def routes_batch(
+    messages: Iterable[InputMessage], load: Callable[[str], ThreadRoutes | None], now: datetime, prefix: str
+) -> BatchResult[ThreadRoutes]:
+    result = fold_records(
+        messages, load, ROUTES_DECODERS, key_of=lambda record: record.thread_id, apply=_route, now=now, prefix=prefix
+    )
+    # The projection fold reads `thread-state` too and dead-letters an invalid record there, once.
+    source = f"{prefix}{THREAD_STATE}"
+    result.emits = [e for e in result.emits if e.topic != DEADLETTER or e.record.source_topic != source]
+    return result
+
+
+def projects_batch(
+    messages: Iterable[InputMessage],
+    load: Callable[[str], ProjectState | None],
+    now: datetime,
+    config: ProjectsConfig,
+    prefix: str,
+) -> BatchResult[ProjectState]:
+    return fold_records(
+        messages,
+        load,
+        PROJECT_DECODERS,
+        key_of=lambda record: record.project_id,
+        apply=lambda state, record: risk.apply_project_input(state, record, now, config),
+        now=now,
+        prefix=prefix,
+    )
+
+
+def retire_idle_projects(
+    projects: Iterable[tuple[str, ProjectState]], now: datetime, config: ProjectsConfig
+) -> BatchResult[ProjectState]:
+    """The project fold's timer: threads idle past `config.retire_after` leave their project's view."""
+    result: BatchResult[ProjectState] = BatchResult()
+    for project_id, state in projects:
+        change = risk.retire_idle(state, now, config)
+        if change.state is not None:
+            result.states[project_id] = change.state
+        result.emits.extend(change.emits)
+    return result
+
+
+def indicators_batch(
+    messages: Iterable[InputMessage],
+    load: Callable[[str], ConversationIndicatorState | None],
+    now: datetime,
+    prefix: str,
+) -> BatchResult[ConversationIndicatorState]:
+    return fold_records(
+        messages,
+        load,
+        INDICATOR_DECODERS,
+        key_of=lambda record: record.conversation_id,
+        apply=lambda state, record: _indicate(state, record, now),
+        now=now,
+        prefix=prefix,
+    )
+
+
+def _route(state: ThreadRoutes | None, record: ThreadState | ConversationLink) -> Change[ThreadRoutes]:
+    if isinstance(record, ConversationLink):
+        return routes.apply_link(state, record)
+    return routes.route_thread_state(state, record)
+
+
+def _indicate(
+    state: ConversationIndicatorState | None, record: Conversation | ConversationThread, now: datetime
+) -> Change[ConversationIndicatorState]:
+    if isinstance(record, ConversationThread):
+        return indicators.apply_shown_thread(state, record.shown, now)
+    return indicators.apply_conversation(state, record, now)
