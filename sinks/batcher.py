@@ -27,6 +27,30 @@ def dedup_token(table: str, topic: str, partition: int, first_offset: int, last_
 
 
 @dataclass(frozen=True)
+class Resume:
+    """Where a partition's sink picks up at its committed offset."""
+
+    written_through: int
+    """Every offset up to here is in ClickHouse: acknowledge those records without writing them."""
+    replay: list[tuple[int, int]]
+    """Planned ranges to rebuild exactly (give them to the Batcher as `planned`)."""
+
+
+def resume(planned: Iterable[tuple[int, int]], committed: int) -> Resume:
+    """Split the ranges planned at or after `committed` (from `sinks.writer.planned_ranges`).
+
+    A range that begins before the committed offset was inserted whole: its first record was committed, and a sink
+    acknowledges a record only after its whole flush landed. (The commit can stop inside a range when another agent
+    reading the same topic has not acknowledged its own share yet.) Rebuilding its tail would carry a new token and
+    insert those rows twice; so it counts as written. The other ranges may or may not have landed: rebuilt
+    identically, ClickHouse drops the ones it already has.
+    """
+    ranges = sorted(planned)
+    inserted = [last for first, last in ranges if first < committed]
+    return Resume(max([committed - 1, *inserted]), [(first, last) for first, last in ranges if first >= committed])
+
+
+@dataclass(frozen=True)
 class Batch:
     table: TableSpec
     rows: list[tuple[Any, ...]]
@@ -76,8 +100,11 @@ class Batcher:
         self._started_ms = 0.0
         self._replay_end: int | None = None
 
-    def add(self, offset: int, record: Any) -> list[Flush]:
-        """Take the record at `offset`; return the flushes it completes (at most two, when it closes a replay)."""
+    def add(self, offset: int, record: Any | None) -> list[Flush]:
+        """Take the record at `offset`; return the flushes it completes (at most two, when it closes a replay).
+
+        None is a record that writes no rows (it did not decode) but still belongs to the offset range, so the cuts,
+        and with them the tokens, stay the same on a rebuild."""
         flushes = []
         if self._replay_end is not None and offset > self._replay_end:
             flushes += self.flush()  # the planned range's last record is gone (compacted): cut where it was
@@ -86,7 +113,7 @@ class Batcher:
         if not self._count:
             self._open(offset)
         for rows, target in zip(self._rows, self.route.targets, strict=True):
-            value = record if target.extract is None else target.extract(record)
+            value = record if target.extract is None or record is None else target.extract(record)
             if value is not None:
                 rows.append(target.table.row(value, offset))
         self._count += 1

@@ -106,21 +106,25 @@ def _run_worker(settings: Settings) -> None:
     import faust
 
     from sinks.clickhouse import connect
+    from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
     from streams.topics import ensure_topics_sync
     from streams.topology import build
 
     created = ensure_topics_sync(settings)
+    # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write through it.
     client = connect(settings.clickhouse_url)
-    applied = apply(client)
-    typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
-    typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
-    worker = faust.Worker(build(settings), loglevel=settings.log_level, quiet=True)
     try:
-        worker.execute_from_commandline()
-    except SystemExit as exit_:
-        if exit_.code not in (0, None):
-            raise
+        applied = apply(client)
+        apply_history_ttl(client, settings.clickhouse_history_ttl_days)
+        typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
+        typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
+        worker = faust.Worker(build(settings, clickhouse=client), loglevel=settings.log_level, quiet=True)
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as exit_:
+            if exit_.code not in (0, None):
+                raise
     finally:
         client.close()
 

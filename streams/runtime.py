@@ -16,6 +16,9 @@ One discipline, kept in one place so each agent in `streams.topology` is a singl
 
 Tables are keyed like their input topics (same bytes, same partitioner), so `use_partitioner` writes each changelog
 record to the partition that owns the key; that is what lets batches and timers write outside per-event iteration.
+
+Steps 1-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
+(until their batch is inserted) but owe the same: never acknowledge a record not written, write in offset order.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ class KeyedFold(Generic[S]):
         self.decode_state = decode_state
         self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
         self.lock = asyncio.Lock()
-        self.sequencer: Sequencer[TP] = Sequencer(committed=lambda tp: app.consumer._committed_offset.get(tp))
+        self.intake = OrderedIntake(app)
         self.owner_topic = settings.topic(inputs[0])
 
         async def agent(stream: faust.StreamT) -> None:
@@ -131,22 +134,16 @@ class KeyedFold(Generic[S]):
         return self.decode_state(raw) if raw is not None else None
 
     async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
-        app = self.runtime.app
-        for event in events:
-            event.message.incref()
-        if app.rebalancing:
-            for event in events:  # the seek that ends the rebalance delivers them again
-                _release(app, event.message)
+        self.intake.hold(events)
+        verdicts = await self.intake.admit(events)
+        if verdicts is None:
             return
-        self.sequencer.start(app.consumer_generation_id)
-        verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
-        await self._rewind()
         messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
         async with self.lock:
             await self._publish(batch(messages, self.load, datetime.now(UTC)))
         for event, verdict in verdicts:
             if verdict is Admit.AHEAD:
-                _release(app, event.message)
+                release(self.runtime.app, event.message)
             else:
                 await stream.ack(event)
 
@@ -154,7 +151,7 @@ class KeyedFold(Generic[S]):
         app = self.runtime.app
         if app.rebalancing:
             return
-        await self._rewind()  # also when no record arrives to trigger one
+        await self.intake.rewind()  # also when no record arrives to trigger one
         async with self.lock:
             if not app.rebalancing:
                 await self._publish(tick(self._owned(), datetime.now(UTC)))
@@ -166,13 +163,6 @@ class KeyedFold(Generic[S]):
         if result.states:
             await self.runtime.delivered()
 
-    async def _rewind(self) -> None:
-        consumer = self.runtime.app.consumer
-        assigned = consumer.assignment()
-        for tp, offset in self.sequencer.rewinds(time.monotonic()).items():
-            if tp in assigned:
-                await consumer.seek(tp, offset)
-
     def _owned(self) -> Iterator[tuple[str, S]]:
         """States of the keys whose input partitions this worker actively owns (not standby copies)."""
         app, partitions = self.runtime.app, self.runtime.settings.topic_partitions
@@ -182,7 +172,54 @@ class KeyedFold(Generic[S]):
                 yield key.decode(), self.decode_state(raw)
 
 
-def _release(app: faust.App, message: faust.types.Message) -> None:
+class OrderedIntake:
+    """Steps 1-3 for one agent: hold every message of a batch, let none through during a rebalance, and sequence the
+    rest per partition. The caller acknowledges (`stream.ack`) or `release`s each held message exactly once."""
+
+    def __init__(self, app: faust.App) -> None:
+        self.app = app
+        self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed)
+
+    def committed(self, tp: TP) -> int | None:
+        """The partition's committed offset (the next one to apply), None before the first commit."""
+        return self.app.consumer._committed_offset.get(tp)
+
+    @property
+    def generation(self) -> int | None:
+        """The consumer generation the last admitted batch belongs to."""
+        return self.sequencer.generation
+
+    def hold(self, events: Sequence[faust.EventT]) -> None:
+        """Take the extra reference before anything awaits: `take_events` acknowledges in a `finally`."""
+        for event in events:
+            event.message.incref()
+
+    async def admit(self, events: Sequence[faust.EventT]) -> list[tuple[faust.EventT, Admit]] | None:
+        """Each held event with the sequencer's verdict; None (and every message released) during a rebalance."""
+        app = self.app
+        if app.rebalancing:
+            for event in events:  # the seek that ends the rebalance delivers them again
+                release(app, event.message)
+            return None
+        self.sequencer.start(app.consumer_generation_id)
+        verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
+        await self.rewind()
+        return verdicts
+
+    def forget(self) -> None:
+        """Start again from the committed offsets with the next batch (a caller dropped records it had admitted)."""
+        self.sequencer.generation = None
+
+    async def rewind(self) -> None:
+        """Seek the owned partitions with a gap back to their first missing offset (at most once per interval)."""
+        consumer = self.app.consumer
+        assigned = consumer.assignment()
+        for tp, offset in self.sequencer.rewinds(time.monotonic()).items():
+            if tp in assigned:
+                await consumer.seek(tp, offset)
+
+
+def release(app: faust.App, message: faust.types.Message) -> None:
     """Let go of a record without acknowledging it: its offset never becomes committable (a later delivery of the
     same offset is what gets applied), and a rebalance does not wait for it (`Consumer.wait_empty` waits for every
     tracked record that is not acknowledged)."""

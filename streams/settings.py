@@ -50,6 +50,18 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=2000, ge=1, description="Records the engine folds per batch at most.")
     batch_seconds: float = Field(default=0.05, gt=0, description="How long the engine waits to fill a batch.")
 
+    # Sinks (issue 5): ClickHouse's guidance is 10k-100k rows per insert and about one insert per second per table.
+    sink_batch_rows: int = Field(default=10_000, ge=1, description="A sink inserts a partition's batch at this size...")
+    sink_batch_ms: float = Field(default=1_000, gt=0, description="... or once its first record waited this long.")
+    clickhouse_history_ttl_days: int | None = Field(
+        default=365, ge=1, description="History tables drop rows older than this; None keeps them forever."
+    )
+
+    # Project risk (issue 4)
+    project_retire_seconds: float = Field(
+        default=1800, gt=0, description="A thread unchanged this long leaves its project's risk view (finished)."
+    )
+
     @cached_property
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

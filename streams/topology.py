@@ -11,6 +11,16 @@
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
     alert-commands-by-thread      /                     client-events, deadletter
 
+    thread-state [thread_id]               \\ route_thread_state      -> thread-routes (table)
+    conversation-links [thread_id]         /                         -> thread-state-by-project, conversation-threads
+    thread-state-by-project [project_id]  -> project_risk (+ timer)  -> project-states (table)
+                                                                     -> project-risk, client-events
+    conversations [conversation_id]        \\ conversation_indicators -> conversation-states (table)
+    conversation-threads [conversation_id] /                         -> conversation-indicators, conversation-links,
+                                                                        client-events
+
+    thread-state, alerts, context-events, ... (sinks.tables.ROUTES) -> clickhouse_sink (+ timer) -> ClickHouse tables
+
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
 ...); `streams.runtime` holds the one delivery discipline every stateful agent follows; this module only declares
@@ -22,6 +32,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import faust
+from clickhouse_connect.driver.client import Client
 
 from schemas import Codec, DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
@@ -42,8 +53,22 @@ from streams.projection.batch import PROJECTION_INPUTS, Projection, projection_b
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.profiles import ProfileSet
+from streams.projects.batch import (
+    INDICATOR_CODEC,
+    INDICATOR_INPUTS,
+    PROJECT_CODEC,
+    PROJECT_INPUTS,
+    ROUTES_CODEC,
+    ROUTES_INPUTS,
+    indicators_batch,
+    projects_batch,
+    retire_idle_projects,
+    routes_batch,
+)
+from streams.projects.config import ProjectsConfig
 from streams.runtime import RAW, Runtime
 from streams.settings import Settings
+from streams.sink_agents import ClickHouseSink
 
 ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD)
 POLICY_CODEC = Codec(ThresholdPolicy)
@@ -58,7 +83,8 @@ def engine_config(settings: Settings) -> EngineConfig:
     )
 
 
-def build(settings: Settings) -> faust.App:
+def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
+    """The worker's app; with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
     app = create_app(settings)
     runtime = Runtime(app, settings)
     config = engine_config(settings)
@@ -124,5 +150,34 @@ def build(settings: Settings) -> faust.App:
         batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
         tick=lambda slots, now: tick_all(slots, now, config),
     )
+
+    # -- project risk and conversation indicators: thread state fanned out to projects and conversations -------------
+    projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
+    runtime.keyed_fold(
+        "route_thread_state",
+        "thread-routes",
+        ROUTES_INPUTS,
+        ROUTES_CODEC.decode,
+        batch=lambda messages, load, now: routes_batch(messages, load, now, prefix),
+    )
+    runtime.keyed_fold(
+        "project_risk",
+        "project-states",
+        PROJECT_INPUTS,
+        PROJECT_CODEC.decode,
+        batch=lambda messages, load, now: projects_batch(messages, load, now, projects_config, prefix),
+        tick=lambda projects, now: retire_idle_projects(projects, now, projects_config),
+    )
+    runtime.keyed_fold(
+        "conversation_indicators",
+        "conversation-states",
+        INDICATOR_INPUTS,
+        INDICATOR_CODEC.decode,
+        batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
+    )
+
+    # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
+    if clickhouse is not None:
+        ClickHouseSink(runtime, clickhouse)
 
     return app
