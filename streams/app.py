@@ -28,7 +28,10 @@ def create_app(settings: Settings) -> faust.App:
         # Faust's 60 s default makes every group join slow on one broker; 10 s still tolerates a GC pause.
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
-        web_enabled=False,
+        # /healthz, /readyz and /metrics (streams/observability.py) on Faust's own web server.
+        web_enabled=settings.worker_web_port is not None,
+        web_port=settings.worker_web_port or 6066,
+        web_bind=settings.worker_web_bind,
         # At least once, made lossless by the topology (outputs, then state, confirmed before offsets are acked).
         # Faust's exactly_once was tried here: its transactional producers fail on every rebalance
         # ("IN_TRANSACTION -> IN_TRANSACTION", ProducerFenced) with aiokafka 0.14, so a second worker breaks it.

@@ -7,6 +7,7 @@ check the key, apply a pure per-record fold. The engine has its own batch functi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +43,8 @@ class BatchResult(Generic[S]):
     states: dict[str, S] = field(default_factory=dict)
     """Changed states by key: write these to the table."""
     emits: list[Emit] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    """What the batch decided besides states and outputs, for metrics: `snapshot_<verdict>`, `level_mismatch`."""
 
 
 class Decoder(Protocol):

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.cli import token
 from reporter.cli import report
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    import faust
+    from clickhouse_connect.driver.client import Client
 
 app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
 app.add_typer(kafka_app, name="kafka")
 app.command("report")(report)
+app.command("token")(token)
+topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
+app.add_typer(topics_app, name="topics")
 
 
 def _local_kafka(settings: Settings):
@@ -81,8 +89,16 @@ def migrate() -> None:
 
 
 @app.command()
-def run() -> None:
-    """Run the pipeline on embedded defaults: local Kafka (unless configured), topics, ClickHouse migrations, worker.
+def run(
+    api: Annotated[
+        bool, typer.Option(help="Serve the HTTP API and web page in the worker (it owns embedded chdb).")
+    ] = True,
+    simulate: Annotated[
+        float | None, typer.Option(help="Also feed a simulated fleet at this many records per second.")
+    ] = None,
+) -> None:
+    """Run the pipeline on embedded defaults: local Kafka (unless configured), topics, ClickHouse migrations, the
+    worker with its sinks, and the API with the web page.
 
     Runs until interrupted. A local broker this command started is stopped again on exit.
     """
@@ -96,30 +112,38 @@ def run() -> None:
             started = local
         settings = settings.model_copy(update={"kafka_bootstrap_servers": local.up()})
     try:
-        _run_worker(settings)
+        _run_worker(settings, serve_api=api, simulate_rate=simulate)
     finally:
         if started is not None:
             started.down()
 
 
-def _run_worker(settings: Settings) -> None:
+def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None) -> None:
     import faust
 
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
+    from streams.logs import logging_config
     from streams.topics import ensure_topics_sync
     from streams.topology import build
 
     created = ensure_topics_sync(settings)
-    # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write through it.
+    # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write and the
+    # API reads through it.
     client = connect(settings.clickhouse_url)
     try:
         applied = apply(client)
         apply_history_ttl(client, settings.clickhouse_history_ttl_days)
         typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
         typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
-        worker = faust.Worker(build(settings, clickhouse=client), loglevel=settings.log_level, quiet=True)
+        pipeline = build(settings, clickhouse=client)
+        if serve_api:
+            _serve_api_in(pipeline, settings, client)
+        if simulate_rate is not None:
+            _simulate_in(pipeline, settings, simulate_rate)
+        logs = logging_config(settings.log_level, settings.log_format)
+        worker = faust.Worker(pipeline, loglevel=settings.log_level, quiet=True, logging_config=logs)
         try:
             worker.execute_from_commandline()
         except SystemExit as exit_:
@@ -127,6 +151,35 @@ def _run_worker(settings: Settings) -> None:
                 raise
     finally:
         client.close()
+
+
+def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> None:
+    """The API as a task of the worker: same event loop, same ClickHouse client; stopped with the worker."""
+    from api.cli import operator_token
+    from api.server import serve
+    from api.settings import ApiSettings
+
+    api_settings = ApiSettings()
+    typer.echo(f"web page and API: http://{api_settings.host}:{api_settings.port}/ (OpenAPI at /docs)")
+    typer.echo(f"operator token: {operator_token(settings, api_settings)}")
+
+    @pipeline.task
+    async def serve_api() -> None:
+        await serve(settings, client, api_settings)
+
+
+def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
+    """Live simulated traffic from inside the worker, so a newcomer sees the fleet move."""
+    from datetime import UTC, datetime
+
+    from streams.simulator import SimulationConfig, generate, produce
+
+    config = SimulationConfig(start=datetime.now(UTC), threads=50, projects=3, turns_per_thread=200)
+    typer.echo(f"simulating {config.threads} threads in {config.projects} projects at {rate:g} records/s")
+
+    @pipeline.task
+    async def simulate_fleet() -> None:
+        await produce(generate(config), str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate)
 
 
 @app.command()
@@ -147,15 +200,7 @@ def simulate(
     from streams.simulator import SimulationConfig, generate, produce
     from streams.topics import ensure_topics
 
-    settings = Settings()
-    if not settings.kafka_bootstrap_servers:
-        bootstrap = _local_kafka(settings).status().bootstrap
-        if bootstrap is None:
-            typer.echo(
-                "error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True
-            )
-            raise typer.Exit(1)
-        settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
+    settings = _with_broker(Settings())
     config = SimulationConfig(
         start=datetime.now(UTC),  # live traffic: package TTLs and forecasts are measured against the wall clock
         threads=threads,
@@ -184,17 +229,65 @@ def api(
     from api.cli import run_api
     from api.settings import ApiSettings
 
-    settings = Settings()
-    if not settings.kafka_bootstrap_servers:
-        bootstrap = _local_kafka(settings).status().bootstrap
-        if bootstrap is None:
-            typer.echo(
-                "error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True
-            )
-            raise typer.Exit(1)
-        settings = settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
+    settings = _with_broker(Settings())
     overrides = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
     run_api(settings, ApiSettings(**overrides), print_operator_token)
+
+
+@topics_app.command("create")
+def topics_create() -> None:
+    """Create every declared topic (inputs, outputs, table changelogs) that does not exist yet; idempotent."""
+    import asyncio
+
+    from streams.topic_admin import create, declared_topics, topology_tables
+
+    settings = _with_broker(Settings())
+    created = asyncio.run(create(settings, declared_topics(settings, topology_tables(settings))))
+    typer.echo("\n".join(f"created {name}" for name in created) or "up to date")
+
+
+@topics_app.command("describe")
+def topics_describe() -> None:
+    """Compare every declared topic with the broker's: partitions, cleanup policy, retention. Exit 1 on drift."""
+    import asyncio
+
+    from streams.topic_admin import declared_topics, describe, topology_tables
+
+    settings = _with_broker(Settings())
+    drifts = asyncio.run(describe(settings, declared_topics(settings, topology_tables(settings))))
+    for drift in drifts:
+        typer.echo(f"{drift.topic}: {drift.setting}: declared {drift.declared}, actual {drift.actual or 'missing'}")
+    if drifts:
+        raise typer.Exit(1)
+    typer.echo("no drift")
+
+
+@app.command()
+def status(as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False) -> None:
+    """Consumer-group lag per topic and partition, stale threads and the sinks' backlog."""
+    import asyncio
+
+    from rich import print as rich_print
+
+    from streams.status import as_json as status_json
+    from streams.status import collect, render
+
+    report = asyncio.run(collect(_with_broker(Settings())))
+    if as_json:
+        typer.echo(status_json(report))
+    else:
+        rich_print(render(report))
+
+
+def _with_broker(settings: Settings) -> Settings:
+    """The configured broker, else the local one `ctxbudget kafka up` started; exits with a message when neither."""
+    if settings.kafka_bootstrap_servers:
+        return settings
+    bootstrap = _local_kafka(settings).status().bootstrap
+    if bootstrap is None:
+        typer.echo("error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True)
+        raise typer.Exit(1)
+    return settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
 
 
 def main() -> None:

@@ -169,7 +169,7 @@ def count_threads(states: Iterable[ThreadState]) -> ThreadCensus:
         census.stale += state.stale
         census.open_alerts.update(a.alert_type for a in state.open_alerts if a.alert_status is not AlertStatus.RESOLVED)
         if state.handoff is not None:
-            census.packages[state.handoff.status] += 1
+            census.packages[state.handoff.package_status] += 1
     return census
 
 

@@ -34,9 +34,11 @@ from aiokafka.partitioner import murmur2
 from faust.types import TP
 
 from schemas.codec import encode_record
+from streams import metrics
 from streams.batching import BatchResult, Emit, InputMessage
 from streams.sequencer import Admit, Sequencer
 from streams.settings import Settings
+from streams.topics import TOPICS
 
 S = TypeVar("S")
 RAW = {"key_type": bytes, "value_type": bytes}
@@ -69,6 +71,7 @@ class Runtime:
     async def send(self, emits: Sequence[Emit]) -> None:
         """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
         than that here: a SIGKILL then lost outputs whose states were already written)."""
+        metrics.observe_sent(emits)
         producer = self.app.producer
         pending = [
             await producer.send(self.settings.topic(e.topic), e.key.encode(), encode_record(e.record), None, None, None)
@@ -92,10 +95,11 @@ class Runtime:
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],
         tick: TickFn[S] | None = None,
+        census: Callable[[Iterable[S]], None] | None = None,
     ) -> KeyedFold[S]:
         """Register the agent `name` over `inputs` (all keyed alike, same partition count), with `table` holding one
         state per key, and the timer `tick` when given. Returns the fold, whose `load` reads a key's state."""
-        return KeyedFold(self, name, table, inputs, decode_state, batch, tick)
+        return KeyedFold(self, name, table, inputs, decode_state, batch, tick, census)
 
 
 class KeyedFold(Generic[S]):
@@ -108,14 +112,17 @@ class KeyedFold(Generic[S]):
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],
         tick: TickFn[S] | None,
+        census: Callable[[Iterable[S]], None] | None = None,
     ) -> None:
         app, settings = runtime.app, runtime.settings
         self.runtime = runtime
         self.decode_state = decode_state
         self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
         self.lock = asyncio.Lock()
-        self.intake = OrderedIntake(app)
+        self.intake = OrderedIntake(app, settings)
         self.owner_topic = settings.topic(inputs[0])
+        self.name = name
+        self.census = census
 
         async def agent(stream: faust.StreamT) -> None:
             async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
@@ -140,7 +147,10 @@ class KeyedFold(Generic[S]):
             return
         messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
         async with self.lock:
-            await self._publish(batch(messages, self.load, datetime.now(UTC)))
+            result = batch(messages, self.load, datetime.now(UTC))
+            await self._publish(result)
+        metrics.observe_batch(self.name, [event.message for event, verdict in verdicts if verdict is Admit.APPLY])
+        metrics.observe_outcomes(result.outcomes)
         for event, verdict in verdicts:
             if verdict is Admit.AHEAD:
                 release(self.runtime.app, event.message)
@@ -154,7 +164,10 @@ class KeyedFold(Generic[S]):
         await self.intake.rewind()  # also when no record arrives to trigger one
         async with self.lock:
             if not app.rebalancing:
-                await self._publish(tick(self._owned(), datetime.now(UTC)))
+                owned = list(self._owned())
+                await self._publish(tick(owned, datetime.now(UTC)))
+                if self.census is not None:
+                    self.census(state for _, state in owned)
 
     async def _publish(self, result: BatchResult[S]) -> None:
         await self.runtime.send(result.emits)
@@ -176,9 +189,10 @@ class OrderedIntake:
     """Steps 1-3 for one agent: hold every message of a batch, let none through during a rebalance, and sequence the
     rest per partition. The caller acknowledges (`stream.ack`) or `release`s each held message exactly once."""
 
-    def __init__(self, app: faust.App) -> None:
+    def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
-        self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed)
+        compacted = {settings.topic(spec.name) for spec in TOPICS if spec.compacted}
+        self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed, compacted=lambda tp: tp.topic in compacted)
 
     def committed(self, tp: TP) -> int | None:
         """The partition's committed offset (the next one to apply), None before the first commit."""

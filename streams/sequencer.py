@@ -13,8 +13,10 @@ in front of the fold checks every record against the next offset the partition o
   partition to the missing offset; the re-fetch delivers the gap and everything after it again, in order.
 
 The first expected offset of a partition in a consumer generation is its committed offset (0 when it has none).
-Input topics are not compacted and not transactional, so their offsets have no holes; a hole that a rewind cannot fill
-(records deleted by retention) is accepted after `max_rewinds` attempts and reported.
+Event topics are not compacted and not transactional, so their offsets have no holes; a hole that a rewind cannot
+fill (records deleted by retention) is accepted after `max_rewinds` attempts and reported. Compacted topics (latest
+state per key) have holes by design: there a later offset is applied at once, since the newest record of a key is
+all such a topic promises.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Sequencer(Generic[P]):
     offset (the next one to apply) when the generation starts, or None when nothing was ever committed."""
 
     committed: Callable[[P], int | None]
+    compacted: Callable[[P], bool] = lambda _: False
+    """Whether the partition's topic is compacted (its holes are records compaction removed)."""
     rewind_interval: float = 2.0
     """Seconds between rewinds of one gap: the re-fetch arrives behind records already queued."""
     max_rewinds: int = 5
@@ -74,7 +78,7 @@ class Sequencer(Generic[P]):
         if offset < expected:
             return Admit.DUPLICATE
         gap = self._gaps.get(partition)
-        if offset > expected:
+        if offset > expected and not self.compacted(partition):
             if gap is None:
                 gap = self._gaps[partition] = _Gap(expected, held_back=offset)
             gap.held_back = max(gap.held_back, offset)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,6 +40,11 @@ class Settings(BaseSettings):
     topic_partitions: int = Field(default=4, ge=1, le=1024, description="Partitions of every input/output topic.")
     topic_replication_factor: int = Field(default=1, ge=1, le=16)
     log_level: str = Field(default="WARN", description="Worker log level: DEBUG, INFO, WARN, ERROR.")
+    log_format: Literal["json", "text"] = Field(default="json", description="json: one object per line.")
+    worker_web_port: int | None = Field(
+        default=6066, ge=1, le=65535, description="Port of the worker's /healthz, /readyz and /metrics."
+    )
+    worker_web_bind: str = Field(default="127.0.0.1", description="Address of the worker's web server.")
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
 
     # Engine

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -35,6 +37,7 @@ from schemas import DecodeError
 from sinks.batcher import Batcher, Flush, resume
 from sinks.tables import ROUTES, Route
 from sinks.writer import DEFAULT_BACKOFF, Backoff, planned_ranges, write_flush
+from streams import metrics
 from streams.runtime import OrderedIntake, Runtime, release
 from streams.sequencer import Admit
 
@@ -73,7 +76,7 @@ class ClickHouseSink:
         self.max_rows = settings.sink_batch_rows
         self.max_ms = settings.sink_batch_ms
         self.routes = {settings.topic(topic): route for topic, route in routes.items()}
-        self.intake = OrderedIntake(app)
+        self.intake = OrderedIntake(app, runtime.settings)
         self.lock = asyncio.Lock()
         self.partitions: dict[TP, _Partition] = {}
         self.generation: int | None = None
@@ -131,6 +134,7 @@ class ClickHouseSink:
             for partition in list(self.partitions.values()):
                 for flush in partition.batcher.due():
                     await self._write(partition, flush)
+            metrics.observe_sink_pending(Counter(tp.topic for tp, p in self.partitions.items() for _ in p.held))
 
     def _flow_stopped(self) -> bool:
         app = self.app
@@ -181,7 +185,9 @@ class ClickHouseSink:
 
     async def _write(self, partition: _Partition, flush: Flush) -> None:
         if flush.batches:
+            started = time.monotonic()
             await self._until_done(lambda: write_flush(self.client, flush, backoff=self.backoff))
+            metrics.observe_flush(flush, time.monotonic() - started)
         partition.written_through = flush.last_offset
         await self._ack_written(partition)
 

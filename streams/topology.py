@@ -36,6 +36,7 @@ from clickhouse_connect.driver.client import Client
 
 from schemas import Codec, DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
+from streams import metrics, observability
 from streams.app import create_app
 from streams.batching import Emit, InputMessage, dead_letter
 from streams.engine.batch import (
@@ -49,6 +50,7 @@ from streams.engine.batch import (
     tick_all,
 )
 from streams.engine.config import EngineConfig
+from streams.health import ClickHouseProbe
 from streams.projection.batch import PROJECTION_INPUTS, Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
@@ -87,6 +89,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
     """The worker's app; with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
     app = create_app(settings)
     runtime = Runtime(app, settings)
+    observability.install(app, settings, ClickHouseProbe.of(clickhouse) if clickhouse is not None else None)
     config = engine_config(settings)
     prefix = settings.topic_prefix
 
@@ -133,6 +136,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
 
     # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
     projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy)
+    metrics.watch_estimator(projection.estimator.stats)
     runtime.keyed_fold(
         "thread_projection",
         "thread-projections",
@@ -149,6 +153,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         SLOT_CODEC.decode,
         batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
         tick=lambda slots, now: tick_all(slots, now, config),
+        census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
     )
 
     # -- project risk and conversation indicators: thread state fanned out to projects and conversations -------------
@@ -178,6 +183,6 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
 
     # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
     if clickhouse is not None:
-        ClickHouseSink(runtime, clickhouse)
+        ClickHouseSink(runtime, clickhouse, backoff=metrics.CountedBackoff())
 
     return app

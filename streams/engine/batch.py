@@ -36,6 +36,7 @@ from streams.engine.fold import (
     tick,
 )
 from streams.engine.levels import policy_for
+from streams.engine.precedence import Verdict
 
 SNAPSHOTS = "snapshots"
 SESSION_EVENTS = "session-events"
@@ -122,11 +123,21 @@ def process_batch(
         slot = slots[thread_id]
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
         step = _fold(slot, record, policy, now, config)
+        _count_outcome(result, step)
         if step.slot is not None:
             slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
     _publish_states(result)
     return result
+
+
+def _count_outcome(result: BatchResult[ThreadSlot], step: Step) -> None:
+    if step.verdict is None:
+        return
+    if step.verdict is not Verdict.ACCEPT:
+        result.outcomes[f"snapshot_{step.verdict}"] += 1
+    elif step.slot and step.slot.state and step.slot.state.reported_level is not step.slot.state.context_budget_level:
+        result.outcomes["level_mismatch"] += 1
 
 
 def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: EngineConfig) -> BatchResult[ThreadSlot]:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +35,12 @@ OUTPUT_TOPICS = (
 )
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class WorkerProcess:
     """`ctxbudget run` against the test broker, in its own process so it can be killed like a real one."""
 
@@ -46,9 +53,13 @@ class WorkerProcess:
             CTXBUDGET_APP_ID=settings.app_id,
             CTXBUDGET_DATA_DIR=str(data_dir),
             CTXBUDGET_KAFKA_CACHE_DIR=str(settings.kafka_cache_dir),
+            CTXBUDGET_API_PORT="0",  # workers side by side: each API and web server on a free port
+            CTXBUDGET_WORKER_WEB_PORT=str(free_port()),
             **overrides,
         )
         self.log = data_dir / "worker.log"
+        self.web = f"http://127.0.0.1:{self.env['CTXBUDGET_WORKER_WEB_PORT']}"
+        """The worker's /healthz, /readyz and /metrics."""
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:

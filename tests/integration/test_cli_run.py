@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.integration.pipeline import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
@@ -17,21 +21,27 @@ pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_") or k == "CTXBUDGET_KAFKA_CACHE_DIR"}
     env["CTXBUDGET_DATA_DIR"] = str(tmp_path)
+    env["CTXBUDGET_API_PORT"] = str(port := free_port())
+    env["CTXBUDGET_WORKER_WEB_PORT"] = str(free_port())
     process = subprocess.Popen(
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(line.startswith("clickhouse:") for line in lines):
+        while time.monotonic() < deadline and not any(line.startswith("operator token:") for line in lines):
             line = process.stdout.readline()
             if not line and process.poll() is not None:
                 break
             lines.append(line)
         output = "".join(lines)
-        assert "created 15 topics" in output, output
-        assert f"clickhouse: chdb://{tmp_path.resolve()}/clickhouse (1 migrations applied)" in output, output
-        time.sleep(3)  # let the worker start
+        assert re.search(r"created [1-9][0-9]* topics", output), output
+        assert re.search(
+            rf"clickhouse: chdb://{tmp_path.resolve()}/clickhouse \([1-9][0-9]* migrations applied\)", output
+        )
+        assert f"web page and API: http://127.0.0.1:{port}/" in output, output
+        page = _get_when_up(f"http://127.0.0.1:{port}/", within=60)
+        assert "<html" in page.lower()
         assert process.poll() is None, "the worker exited on its own:\n" + output + process.stdout.read()
     finally:
         process.send_signal(signal.SIGINT)
@@ -51,3 +61,15 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
         [sys.executable, "-m", "streams", "migrate"], env=env, capture_output=True, text=True, check=False
     )
     assert again.stdout.strip() == "up to date", again.stderr
+
+
+def _get_when_up(url: str, within: float) -> str:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

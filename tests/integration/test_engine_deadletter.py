@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -56,5 +58,21 @@ async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Se
             assert got == sorted((settings.topic(t), data, reason) for t, _, data, reason in bad)
             assert all(d["detail"] for d in letters)
             assert set(outputs.latest_states()) == {"thread-ok"}  # nothing bad reached a thread's state
+            # The worker's metrics count the same dead letters by reason, and the records it applied.
+            metrics = _scrape(f"{worker.web}/metrics")
+            by_reason = Counter(reason for *_, reason in bad)
+            for reason, count in by_reason.items():
+                assert metrics[f'ctxbudget_dead_letters_total{{reason="{reason}"}}'] == count, reason
+            consumed = 'ctxbudget_records_consumed_total{agent="thread_engine"'
+            engine = [value for name, value in metrics.items() if name.startswith(consumed)]
+            assert sum(engine) >= len(records) - len(bad)
     finally:
         assert worker.stop() == 0, worker.output()
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """Prometheus text format: each sample line `name{labels} value`."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {name: float(value) for name, value in samples}

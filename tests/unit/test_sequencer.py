@@ -82,3 +82,12 @@ def test_whatever_the_delivery_order_applied_offsets_are_consecutive_from_the_co
         rewind = sequencer.rewinds(clock).get("p0")
         pending = list(range(rewind, 12)) if rewind is not None else []
     assert applied == list(range(committed, 12))
+
+
+def test_a_compacted_topic_applies_past_its_holes_at_once() -> None:
+    """Compaction removes superseded records: the newest of a key is all such a topic promises."""
+    sequencer: Sequencer[str] = Sequencer(committed={"state-p0": 0}.get, compacted=lambda p: p.startswith("state"))
+    sequencer.start(1)
+    assert [sequencer.admit("state-p0", o) for o in (0, 5, 9)] == [Admit.APPLY] * 3
+    assert sequencer.admit("state-p0", 7) is Admit.DUPLICATE
+    assert sequencer.rewinds(now=10.0) == {}
