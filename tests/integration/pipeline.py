@@ -53,9 +53,8 @@ class WorkerProcess:
             CTXBUDGET_APP_ID=settings.app_id,
             CTXBUDGET_DATA_DIR=str(data_dir),
             CTXBUDGET_KAFKA_CACHE_DIR=str(settings.kafka_cache_dir),
-            CTXBUDGET_API_PORT="0",  # workers side by side: each API and web server on a free port
-            CTXBUDGET_WORKER_WEB_PORT=str(free_port()),
-            **overrides,
+            # workers side by side: each API and web server on a free port
+            **{"CTXBUDGET_API_PORT": "0", "CTXBUDGET_WORKER_WEB_PORT": str(free_port()), **overrides},
         )
         self.log = data_dir / "worker.log"
         self.web = f"http://127.0.0.1:{self.env['CTXBUDGET_WORKER_WEB_PORT']}"

@@ -1,0 +1,122 @@
+"""From a real agent tool's output to the ring a user sees: reporter -> API -> pipeline -> ClickHouse.
+
+`ctxbudget report` reads a Codex app-server session (the fixture: grows, compacts, grows again), posts its snapshots
+to the 5.2 endpoint of a `ctxbudget run` worker with a worker token; the engine classifies them, the indicator fold
+updates the conversation's ring, the sink writes it to ClickHouse, and the BFF's conversation list shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from api.settings import ApiSettings, token_secret
+from api.tokens import Role, issue_token
+from schemas import Conversation, ConversationType
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.integration.pipeline import Outputs, WorkerProcess, free_port, produce
+from tests.unit.reporter.conftest import FIXTURES
+
+pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+
+THREAD, PROJECT, WORKER = "thr_a", "proj-e2e", "worker-e2e"
+LAST_BUDGET_PCT = 60.55  # the fixture's last reading: room before Codex's auto-compaction (tests/unit/reporter)
+
+
+async def test_a_codex_session_reported_through_the_api_shows_as_the_conversations_ring(
+    settings: Settings, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
+    await ensure_topics(settings)
+    port = free_port()
+    worker = WorkerProcess(settings, tmp_path / "worker", CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000")
+    worker.start()
+    api = f"http://127.0.0.1:{port}"
+    try:
+        async with Outputs(settings) as outputs:
+            await _until_up(f"{api}/healthz")
+            conversation = Conversation(
+                conversation_id="conv-e2e",
+                conversation_type=ConversationType.SINGLE_DEVICE,
+                project_id=PROJECT,
+                project_title="End to end",
+                thread_ids=[THREAD],
+                updated_at=datetime.now(UTC),
+            )
+            await produce(settings, [("conversations", conversation.conversation_id, conversation)])
+            secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())  # the worker's own
+            token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
+            report = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "streams", "report", "--from", "codex-app-server",
+                "--input", str(FIXTURES / "app_server_session.jsonl"), "--node-id", "node-e2e",
+                "--worker-id", WORKER, "--project-id", PROJECT, "--api-url", api, "--token", token,
+                "--spool-dir", str(tmp_path / "spool"),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )  # fmt: skip
+            output, _ = await asyncio.wait_for(report.communicate(), timeout=120)
+            assert report.returncode == 0, output.decode()
+
+            expected = math.floor(LAST_BUDGET_PCT)
+
+            def ring(o: Outputs) -> dict | None:
+                items = [r for r in o.records["conversation-indicators"] if r["conversation_id"] == "conv-e2e"]
+                return items[-1]["context_budget_indicator"] if items else None
+
+            await outputs.wait_for(lambda o: (ring(o) or {}).get("percent") == expected, within=90, what="the ring")
+            assert ring(outputs) == {
+                "schema_version": 1, "visible": True, "style": "ring_percent", "percent": expected, "level": "safe",
+                "stale": False,
+            }  # fmt: skip
+            state = outputs.latest_states()[THREAD]
+            assert (state["source_kind"], state["worker_id"], state["compaction_count"]) == (
+                "codex_app_server",
+                WORKER,
+                1,
+            )
+            # The BFF reads the same ring from ClickHouse, once the sink has written it.
+            operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
+            listed = await _eventually(lambda: _conversation(api, operator, "conv-e2e"), within=30)
+            assert listed["context_budget_indicator"]["percent"] == expected
+    finally:
+        assert worker.stop() == 0, worker.output()
+
+
+async def _until_up(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).close())
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+def _conversation(api: str, token: str, conversation_id: str) -> dict | None:
+    request = urllib.request.Request(f"{api}/api/v1/conversations", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = json.loads(response.read())
+    return next((item for item in body["items"] if item["conversation_id"] == conversation_id), None)
+
+
+async def _eventually(probe, within: float):
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + within
+    while (found := await asyncio.to_thread(probe)) is None or found["context_budget_indicator"].get("percent") is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not listed within {within} s: {found}")
+        await asyncio.sleep(0.5)
+    return found
