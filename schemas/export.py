@@ -13,9 +13,10 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from schemas.alert import AlertCommand, ContextAlert
-from schemas.events import CLIENT_EVENT_ADAPTER, ContextEvent, DeadLetter, MasterActionRecord
+from schemas.events import CLIENT_EVENT_ADAPTER, CompactionFinished, ContextEvent, DeadLetter, MasterActionRecord
 from schemas.handoff import HandoffPackage
 from schemas.policy import ThresholdPolicy
+from schemas.projection import ThreadProjection
 from schemas.session_events import SESSION_EVENT_ADAPTER
 from schemas.snapshot import ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
 from schemas.state import ThreadState
@@ -43,6 +44,8 @@ EXPORTED: dict[str, TypeAdapter[Any]] = {
     "ProjectDetail": TypeAdapter(ProjectDetail),
     "ThreadContextBudget": TypeAdapter(ThreadContextBudget),
     "DeadLetter": TypeAdapter(DeadLetter),
+    "CompactionFinished": TypeAdapter(CompactionFinished),
+    "ThreadProjection": TypeAdapter(ThreadProjection),
 }
 
 

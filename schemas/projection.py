@@ -183,6 +183,30 @@ class BudgetReading(Record):
     heuristic: Flag = Field(default=False, description="Part of the surface was estimated as UTF-8 bytes / 4.")
 
 
+class ThreadProjection(Record):
+    """A record of `thread-projections` [thread_id] (compacted): what readers show beside the engine's state.
+
+    Published with every budget reading: the projected tokens (readers prefer them) and the raw sample they fall back
+    to, the window, the forecast band, the latest context manifest (seed 000 5.2) and the last compaction's trigger.
+    """
+
+    thread_id: Id
+    project_id: Id | None = None
+    projected_tokens: TokenCount
+    sampled_tokens: TokenCount | None = None
+    sampled_at: Timestamp | None = None
+    surface_tokens: TokenCount
+    context_window_tokens: TokenCount
+    heuristic: Flag = False
+    compaction_expected_at: Timestamp | None = None
+    compaction_expected_earliest_at: Timestamp | None = None
+    compaction_expected_latest_at: Timestamp | None = None
+    last_compaction_trigger_mode: TriggerMode | None = None
+    truncated_tool_results: Count = 0
+    latest_manifest: ContextManifest | None = None
+    updated_at: Timestamp
+
+
 def restore_state(stored: bytes | str) -> ProjectionState | None:
     """A stored state of any fold version; None only when not even its core can be read (see the module doc)."""
     try:

@@ -339,6 +339,36 @@ MIGRATIONS: tuple[Migration, ...] = (
         "conversation indicators keep the stale mark (a stale thread's ring shows its last value, marked)",
         ("ALTER TABLE conversation_indicators ADD COLUMN IF NOT EXISTS indicator_stale Bool DEFAULT false",),
     ),
+    Migration(
+        5,
+        "thread_context_projection: projected and sampled tokens, window, forecast band, latest manifest",
+        (
+            """
+            CREATE TABLE IF NOT EXISTS thread_context_projection
+            (
+                thread_id String,
+                project_id LowCardinality(Nullable(String)),
+                projected_tokens UInt32,
+                sampled_tokens Nullable(UInt32),
+                sampled_at Nullable(DateTime64(3, 'UTC')),
+                surface_tokens UInt32,
+                context_window_tokens UInt32,
+                heuristic Bool,
+                compaction_expected_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_earliest_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_latest_at Nullable(DateTime64(3, 'UTC')),
+                last_compaction_trigger_mode LowCardinality(Nullable(String)),
+                truncated_tool_results UInt32,
+                latest_manifest String CODEC(ZSTD),
+                updated_at DateTime64(3, 'UTC'),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY thread_id
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

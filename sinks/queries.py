@@ -12,7 +12,13 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from sinks.rows import VERSION_COLUMN, TableSpec
-from sinks.tables import CONVERSATION_INDICATORS, PROJECT_CONTEXT_RISK, THREAD_CONTEXT_ALERTS, THREAD_CONTEXT_LATEST
+from sinks.tables import (
+    CONVERSATION_INDICATORS,
+    PROJECT_CONTEXT_RISK,
+    THREAD_CONTEXT_ALERTS,
+    THREAD_CONTEXT_LATEST,
+    THREAD_CONTEXT_PROJECTION,
+)
 
 Row = dict[str, Any]
 MAX_PAGE = 500
@@ -27,9 +33,29 @@ def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
 
 
 def latest_thread(client: Client, thread_id: str) -> Row | None:
-    """The thread's latest context (every column of thread_context_latest), or None for an unknown thread."""
+    """The thread's latest context (every column of thread_context_latest), or None for an unknown thread, with the
+    projection's view laid over it when there is one: projected and sampled tokens, window, forecast band, manifest."""
     rows = _rows(client, _latest(THREAD_CONTEXT_LATEST, "thread_id = {thread_id:String}"), thread_id=thread_id)
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    projected = _rows(client, _latest(THREAD_CONTEXT_PROJECTION, "thread_id = {thread_id:String}"), thread_id=thread_id)
+    overlay = {k: v for k, v in projected[0].items() if k in PROJECTION_OVERLAY} if projected else {}
+    return {**rows[0], **overlay}
+
+
+PROJECTION_OVERLAY = frozenset(
+    (
+        "projected_tokens",
+        "sampled_tokens",
+        "sampled_at",
+        "context_window_tokens",
+        "compaction_expected_earliest_at",
+        "compaction_expected_latest_at",
+        "last_compaction_trigger_mode",
+        "latest_manifest",
+    )
+)
+"""thread_context_latest's columns whose values come from the projection (the engine's state does not carry them)."""
 
 
 def project_threads(client: Client, project_id: str) -> list[Row]:

@@ -31,6 +31,7 @@ from schemas import (
     ThresholdPolicy,
 )
 from schemas.events import CompactionFinished
+from schemas.projection import ThreadProjection
 from sinks.rows import TableSpec, as_json, columns, optional
 
 # -- latest state: ReplacingMergeTree(version), read with FINAL -------------------------------------------------------
@@ -74,8 +75,30 @@ THREAD_CONTEXT_LATEST = TableSpec(
     ),
     versioned=True,
 )
-"""The forecast band, projected and sampled tokens and latest manifest columns keep their defaults until the
-projection issue adds them to ThreadState; then they join this spec."""
+"""Its forecast band, token and manifest columns stay at their defaults: the projection's view of a thread is its own
+table (below), which `sinks.queries.latest_thread` lays over this one."""
+
+THREAD_CONTEXT_PROJECTION = TableSpec(
+    "thread_context_projection",
+    columns(
+        "thread_id",
+        "project_id",
+        "projected_tokens",
+        "sampled_tokens",
+        "sampled_at",
+        "surface_tokens",
+        "context_window_tokens",
+        "heuristic",
+        "compaction_expected_at",
+        "compaction_expected_earliest_at",
+        "compaction_expected_latest_at",
+        "last_compaction_trigger_mode",
+        "truncated_tool_results",
+        latest_manifest=as_json("latest_manifest"),
+        updated_at=lambda p: p.updated_at,
+    ),
+    versioned=True,
+)
 
 THREAD_CONTEXT_ALERTS = TableSpec(
     "thread_context_alerts",
@@ -245,6 +268,7 @@ DEADLETTER = TableSpec(
 
 TABLES: tuple[TableSpec, ...] = (
     THREAD_CONTEXT_LATEST,
+    THREAD_CONTEXT_PROJECTION,
     THREAD_CONTEXT_ALERTS,
     THREAD_HANDOFF_PACKAGES,
     CONVERSATION_INDICATORS,
@@ -297,6 +321,7 @@ ROUTES: Mapping[str, Route] = {
         Route("context-events", Codec(ContextEvent), (Target(CONTEXT_EVENTS),)),
         Route("client-events", Codec(CLIENT_EVENT_ADAPTER), (Target(CONTEXT_EVENTS),)),
         Route("compactions", Codec(CompactionFinished), (Target(COMPACTION_EVENTS),)),
+        Route("thread-projections", Codec(ThreadProjection), (Target(THREAD_CONTEXT_PROJECTION),)),
         Route("master-actions", Codec(MasterActionRecord), (Target(MASTER_ACTIONS),)),
         Route("deadletter", Codec(DeadLetter), (Target(DEADLETTER),)),
     )

@@ -5,7 +5,8 @@ engine treats it like any worker's report and its precedence rules decide whethe
 needs the thread's node, worker and project: they come from the events when the producer sets them, else from the
 engine's `thread-state`; a reading made before any of them is known is kept as the state's last reading and only
 the next one is published. Manual compaction requests leave as `compact_now` master actions, finished compactions
-as `compactions` records for the history tables.
+as `compactions` records for the history tables; every reading also leaves as a `thread-projections` record (projected
+and sampled tokens, window, forecast band, latest manifest) for readers.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from schemas import (
 )
 from schemas.codec import Codec
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
-from schemas.projection import BudgetReading, ProjectionState
+from schemas.projection import BudgetReading, ProjectionState, ThreadProjection
 from schemas.session_events import SessionEvent
 from schemas.state import ThreadState
 from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
@@ -43,6 +44,7 @@ from streams.projection.fold import fold
 from streams.projection.profiles import ProfileSet
 
 COMPACTIONS = "compactions"
+THREAD_PROJECTIONS = "thread-projections"
 PROJECTION_INPUTS = (SESSION_EVENTS, THREAD_STATE)
 DECODERS = {SESSION_EVENTS: EVENT_CODEC, THREAD_STATE: Codec(ThreadState)}
 
@@ -89,8 +91,10 @@ def apply(
         return Change(None)
     changed = _identified(step.state, record)
     emits: list[Emit] = []
-    if step.reading is not None and (snapshot := estimator_snapshot(changed, step.reading)) is not None:
-        emits.append(Emit(SNAPSHOTS, changed.thread_id, snapshot))
+    if step.reading is not None:
+        emits.append(Emit(THREAD_PROJECTIONS, changed.thread_id, thread_projection(changed, step.reading)))
+        if (snapshot := estimator_snapshot(changed, step.reading)) is not None:
+            emits.append(Emit(SNAPSHOTS, changed.thread_id, snapshot))
     if step.compact_requested is not None and changed.project_id is not None:
         emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
     if isinstance(record, CompactionCompleted) and changed.project_id is not None:
@@ -117,6 +121,27 @@ def estimator_snapshot(state: ProjectionState, reading: BudgetReading) -> Thread
         captured_at=reading.occurred_at,
         snapshot_id=f"{state.thread_id}:proj:{reading.sequence}",
         snapshot_version=reading.sequence,
+    )
+
+
+def thread_projection(state: ProjectionState, reading: BudgetReading) -> ThreadProjection:
+    last = state.compactions[-1] if state.compactions else None
+    return ThreadProjection(
+        thread_id=state.thread_id,
+        project_id=state.project_id,
+        projected_tokens=reading.projected_tokens,
+        sampled_tokens=reading.sampled_tokens,
+        sampled_at=state.sample.occurred_at if state.sample else None,
+        surface_tokens=reading.surface_tokens,
+        context_window_tokens=reading.window_tokens,
+        heuristic=reading.heuristic,
+        compaction_expected_at=reading.compaction_expected_at,
+        compaction_expected_earliest_at=reading.compaction_expected_low_at,
+        compaction_expected_latest_at=reading.compaction_expected_high_at,
+        last_compaction_trigger_mode=last.trigger_mode if last else None,
+        truncated_tool_results=state.truncated_tool_results,
+        latest_manifest=state.manifest,
+        updated_at=reading.occurred_at,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,15 @@ from sinks.tables import (
     THREAD_CONTEXT_LATEST,
 )
 from sinks.writer import Backoff, planned_ranges, record_plan, write_batch, write_flush
-from tests.unit.sinks.records import compaction, conversation, dead_letter, engine_outputs, policy, project_detail
+from tests.unit.sinks.records import (
+    compaction,
+    conversation,
+    dead_letter,
+    engine_outputs,
+    policy,
+    project_detail,
+    projection,
+)
 
 pytestmark = pytest.mark.clickhouse
 
@@ -59,6 +68,7 @@ def scenario() -> tuple[str, dict[str, list[Record]]]:
     records["project-risk"] = [project_detail(project)]
     records["policies"] = [policy(project)]
     records["compactions"] = [compaction(thread, project)]
+    records["thread-projections"] = [projection(thread, project)]
     records["deadletter"] = [dead_letter(f"ctx.snapshots-{tag}")]
     records["snapshots"] = [
         ROUTES["snapshots"].codec.decode(
@@ -263,3 +273,16 @@ def test_history_ttl_is_set_changed_and_removed_only_when_it_differs(fresh_db) -
     assert "TTL toDateTime(occurred_at) + toIntervalDay(90)" in engine
     assert apply_history_ttl(fresh_db, None) == list(HISTORY_TIME_COLUMNS)
     assert apply_history_ttl(fresh_db, None) == []
+
+
+def test_the_latest_thread_carries_the_projections_tokens_band_and_manifest(db) -> None:
+    tag, records = scenario()
+    for flush in flushes(tag, records):
+        asyncio.run(write_flush(db, flush, backoff=NO_WAIT))
+    [projected] = records["thread-projections"]
+    row = queries.latest_thread(db, projected.thread_id)
+    assert row is not None
+    assert row["context_budget_level"] == records["thread-state"][-1].context_budget_level  # the engine's own
+    assert (row["projected_tokens"], row["context_window_tokens"]) == (projected.projected_tokens, 272_000)
+    assert row["last_compaction_trigger_mode"] == projected.last_compaction_trigger_mode
+    assert json.loads(row["latest_manifest"])["sections"][0]["key"] == "system"

@@ -16,9 +16,17 @@ from schemas import (
     ThresholdPolicy,
 )
 from schemas.events import CompactionFinished
+from schemas.projection import ThreadProjection
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot, apply_compaction_started, apply_handoff, apply_snapshot
+from streams.projection.batch import Projection, apply
+from streams.projection.config import ProjectionConfig
+from streams.projection.estimator import TokenEstimator
+from streams.projection.profiles import ProfileSet
 from tests.unit.engine.builders import at, package, snapshot
+from tests.unit.projection.builders import completed, manifest, started, usage
+
+PROJECTION = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), {}.get)
 
 CONFIG = EngineConfig()
 
@@ -75,6 +83,22 @@ def compaction(thread: str = "thread-a", project: str = "proj-1") -> CompactionF
         summary_token_count=2_500,
         handoff_ready=True,
     )
+
+
+def projection(thread: str = "thread-a", project: str = "proj-1") -> ThreadProjection:
+    """The projection fold's record for a thread that read a manifest, sampled usage and compacted."""
+    events = [
+        usage(200_000, 0, model="gpt-5-codex", window=272_000),
+        manifest({"system": 4_000, "tools": 6_000, "messages": 190_000}, window=272_000, seconds=1),
+        started(2),
+        completed(3, before=200_000, after=20_000),
+    ]
+    state, emitted = None, []
+    for event in events:
+        change = apply(state, event.model_copy(update={"thread_id": thread, "project_id": project}), PROJECTION)
+        state = change.state or state
+        emitted += [e.record for e in change.emits if e.topic == "thread-projections"]
+    return emitted[-1]
 
 
 def conversation(conversation_id: str = "conv-1", *, pinned: bool = False, percent: int = 52) -> ConversationItem:
