@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
+import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,13 +63,17 @@ async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Se
             assert all(d["detail"] for d in letters)
             assert set(outputs.latest_states()) == {"thread-ok"}  # nothing bad reached a thread's state
             # The worker's metrics count the same dead letters by reason, and the records it applied.
-            metrics = _scrape(f"{worker.web}/metrics")
+            metrics = await asyncio.to_thread(_scrape, f"{worker.web}/metrics")
             by_reason = Counter(reason for *_, reason in bad)
             for reason, count in by_reason.items():
                 assert metrics[f'ctxbudget_dead_letters_total{{reason="{reason}"}}'] == count, reason
             consumed = 'ctxbudget_records_consumed_total{agent="thread_engine"'
             engine = [value for name, value in metrics.items() if name.startswith(consumed)]
             assert sum(engine) >= len(records) - len(bad)
+            # Everything consumed: the sampled lag of every input partition returns to zero; the worker is ready.
+            await _until(lambda: _lags(_scrape(f"{worker.web}/metrics")) == {0.0}, within=30, what="lag back to zero")
+            readiness = await asyncio.to_thread(_get_json, f"{worker.web}/readyz")
+            assert readiness["ready"] is True, readiness
     finally:
         assert worker.stop() == 0, worker.output()
 
@@ -76,3 +84,20 @@ def _scrape(url: str) -> dict[str, float]:
         text = response.read().decode()
     samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
     return {name: float(value) for name, value in samples}
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _lags(metrics: dict[str, float]) -> set[float]:
+    return {value for name, value in metrics.items() if name.startswith("ctxbudget_consumer_lag{")}
+
+
+async def _until(condition: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not await asyncio.to_thread(condition):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(1)

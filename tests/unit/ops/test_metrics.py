@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from prometheus_client import REGISTRY
 
@@ -14,6 +16,7 @@ from sinks.writer import Backoff
 from streams.batching import InputMessage, dead_letter
 from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_snapshot
+from streams.health import ClickHouseProbe
 from streams.metrics import (
     CountedBackoff,
     count_threads,
@@ -27,6 +30,7 @@ from streams.metrics import (
     publish_census,
     watch_estimator,
 )
+from streams.observability import worker_readiness
 from streams.projection.estimator import EstimatorStats
 from tests.unit.engine.builders import at, snapshot
 
@@ -116,3 +120,24 @@ def test_estimator_counters_are_read_from_its_stats_at_scrape_time() -> None:
     assert value("ctxbudget_estimator_cache_hit_ratio") == hit_ratio(stats) == 0.75
     stats.cache_hits += 4
     assert value("ctxbudget_estimator_cache_hits_total") == 7
+
+
+async def test_worker_readiness_turns_false_while_clickhouse_is_down_and_true_when_it_returns() -> None:
+    up = {"clickhouse": True}
+    clock = {"now": 0.0}
+    probe = ClickHouseProbe(lambda: up["clickhouse"], cache_seconds=1.0, clock=lambda: clock["now"])
+    recovery = SimpleNamespace(completed=asyncio.Event(), in_recovery=False)
+    recovery.completed.set()
+    app = SimpleNamespace(
+        consumer=SimpleNamespace(assignment=lambda: {("ctx.snapshots", 0)}),
+        rebalancing=False,
+        tables=SimpleNamespace(recovery=recovery),
+    )
+    assert (await worker_readiness(app, probe)).ready
+    up["clickhouse"], clock["now"] = False, 2.0
+    down = await worker_readiness(app, probe)
+    assert (down.status, down.checks["clickhouse"]) == (503, False)
+    up["clickhouse"], clock["now"] = True, 4.0
+    assert (await worker_readiness(app, probe)).status == 200
+    app.rebalancing = True  # a rebalance (or table recovery) under way: not ready whatever ClickHouse says
+    assert not (await worker_readiness(app, probe)).checks["tables_recovered"]
