@@ -13,15 +13,29 @@
    records are exactly the ones the stream never started tracking (it marks a record tracked only once it passes the
    check), so `Consumer.ack` now ignores untracked records; the seek to the committed offset after the rebalance
    delivers them again.
+
+3. `Consumer.wait_empty` (run by every revocation) waits, without a limit, until every tracked record is
+   acknowledged by every agent that received it. A record two agents share (session-events: projection and engine;
+   thread-state: projection and routes) keeps one reference for ever once the revocation's flow-control clear drops
+   the copy still queued for one of them, so the revocation never ended and the worker stalled. The wait is now
+   bounded: what is still unacknowledged after `WAIT_EMPTY_SECONDS` is not committed (the seek that ends the
+   rebalance delivers it again), and the rebalance goes on.
 """
 
 from __future__ import annotations
+
+import gc
+import logging
+import time
 
 from faust.transport.consumer import Consumer
 from faust.types import TP, Message
 from faust.utils.functional import consecutive_numbers
 
 _upstream_ack = Consumer.ack
+WAIT_EMPTY_SECONDS = 5.0
+"""Half the session timeout: a batch in flight finishes within it; a dangling reference never does."""
+log = logging.getLogger(__name__)
 
 
 def _new_offset(self: Consumer, tp: TP) -> int | None:
@@ -52,6 +66,22 @@ def _ack(self: Consumer, message: Message) -> bool:
     return _upstream_ack(self, message)
 
 
+async def _wait_empty(self: Consumer) -> None:
+    deadline = time.monotonic() + WAIT_EMPTY_SECONDS
+    while not self.should_stop and self._unacked_messages and time.monotonic() < deadline:
+        gc.collect()
+        await self.commit()
+        if not self._unacked_messages:
+            break
+        await self._wait_for_ack(timeout=1)
+        self._clean_unacked_messages()
+    if self._unacked_messages:
+        log.warning("rebalance goes on: %d records unacknowledged, left uncommitted", len(self._unacked_messages))
+        self._unacked_messages.clear()
+    await self.commit_and_end_transactions()
+
+
 def apply() -> None:
     Consumer._new_offset = _new_offset  # type: ignore[method-assign]
     Consumer.ack = _ack  # type: ignore[method-assign]
+    Consumer.wait_empty = _wait_empty  # type: ignore[method-assign]

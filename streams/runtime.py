@@ -141,21 +141,31 @@ class KeyedFold(Generic[S]):
         return self.decode_state(raw) if raw is not None else None
 
     async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
+        app = self.runtime.app
         self.intake.hold(events)
-        verdicts = await self.intake.admit(events)
-        if verdicts is None:
-            return
-        messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
-        async with self.lock:
-            result = batch(messages, self.load, datetime.now(UTC))
-            await self._publish(result)
-        metrics.observe_batch(self.name, [event.message for event, verdict in verdicts if verdict is Admit.APPLY])
-        metrics.observe_outcomes(result.outcomes)
-        for event, verdict in verdicts:
-            if verdict is Admit.AHEAD:
-                release(self.runtime.app, event.message)
-            else:
-                await stream.ack(event)
+        settled = 0
+        try:
+            verdicts = await self.intake.admit(events)
+            if verdicts is None:
+                return
+            messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
+            async with self.lock:
+                result = batch(messages, self.load, datetime.now(UTC))
+                await self._publish(result)
+            metrics.observe_batch(self.name, [event.message for event, verdict in verdicts if verdict is Admit.APPLY])
+            metrics.observe_outcomes(result.outcomes)
+            for event, verdict in verdicts:
+                if verdict is Admit.AHEAD:
+                    release(app, event.message)
+                else:
+                    await stream.ack(event)
+                settled += 1
+        finally:
+            # Cancelled (Faust restarts agents around rebalances) or failed before every record was settled: let go
+            # of the rest unacknowledged, or a rebalance would wait for them for ever (wait_empty); the seek that
+            # follows delivers them again.
+            for event in events[settled:]:
+                release(app, event.message)
 
     async def _on_tick(self, tick: TickFn[S]) -> None:
         app = self.runtime.app
@@ -228,9 +238,11 @@ class OrderedIntake:
         """Seek the owned partitions with a gap back to their first missing offset (at most once per interval)."""
         consumer = self.app.consumer
         assigned = consumer.assignment()
-        for tp, offset in self.sequencer.rewinds(time.monotonic()).items():
-            if tp in assigned:
-                await consumer.seek(tp, offset)
+        due = {tp: offset for tp, offset in self.sequencer.rewinds(time.monotonic()).items() if tp in assigned}
+        if due:
+            # In the consumer's own thread: aiokafka is not thread-safe, and `Consumer.seek` calls it from this one
+            # (a seek racing the fetcher crashed it with a KeyError in `fetched_records`).
+            await consumer.seek_wait(due)
 
 
 def release(app: faust.App, message: faust.types.Message) -> None:
