@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
-from clickhouse_connect.driver.client import Client
 
 from schemas import DecodeError
-from sinks.clickhouse import connect
 from sinks.rows import TableSpec
 from sinks.tables import ROUTES
 from sinks.writer import SINK_BATCHES
@@ -153,19 +155,19 @@ def _plain(value: Any) -> Any:
     return value.value if hasattr(value, "value") else value
 
 
-def _history_actual(client: Client, table: str) -> Counter[tuple[Any, ...]]:
+def _history_actual(client: _WorkerDatabase, table: str) -> Counter[tuple[Any, ...]]:
     rows = client.query(f"SELECT {', '.join(HISTORY_IDS[table])} FROM {table}").result_rows
     return Counter(tuple(row) for row in rows)
 
 
-def _latest_actual(client: Client, table: TableSpec) -> dict[Any, int]:
+def _latest_actual(client: _WorkerDatabase, table: TableSpec) -> dict[Any, int]:
     key = table.column_names[0]
     rows = client.query(f"SELECT {key}, version FROM {table.name} FINAL").result_rows
     assert len({k for k, _ in rows}) == len(rows), f"{table.name}: FINAL shows a key twice"
     return {k: int(v) for k, v in rows}
 
 
-def _assert_tables_match_topics(client: Client, records: dict[str, Decoded]) -> None:
+def _assert_tables_match_topics(client: _WorkerDatabase, records: dict[str, Decoded]) -> None:
     for table, expected in _history_expected(records).items():
         actual = _history_actual(client, table)
         assert actual == expected, (
@@ -177,7 +179,7 @@ def _assert_tables_match_topics(client: Client, records: dict[str, Decoded]) -> 
         assert _latest_actual(client, routed_tables[name]) == expected, f"{name}: FINAL is not each key's newest record"
 
 
-def _assert_plans_never_overlap(client: Client) -> None:
+def _assert_plans_never_overlap(client: _WorkerDatabase) -> None:
     """A restarted sink cut the same batches as before (no two planned ranges of a partition overlap)."""
     rows = client.query(
         f"SELECT topic, partition, first_offset, last_offset FROM {SINK_BATCHES.name} FINAL"
@@ -194,8 +196,31 @@ async def _produce_paced(settings: Settings, records: list[SimRecord], chunk: in
         await asyncio.sleep(pause)
 
 
-def _open_database(data_dir: Path) -> Client:
-    return connect(f"chdb://{(data_dir / 'clickhouse').resolve()}")
+class _WorkerDatabase:
+    """The stopped worker's chdb, read from a child process: chdb allows one data path per process, and this test
+    process may already have opened another (the `clickhouse` fixture of other tests)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def query(self, sql: str) -> SimpleNamespace:
+        script = (
+            "import json, sys\n"
+            "from sinks.clickhouse import connect\n"
+            "rows = connect(sys.argv[1]).query(sys.argv[2]).result_rows\n"
+            "print(json.dumps([list(row) for row in rows], default=str))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script, self.dsn, sql], capture_output=True, text=True, check=True, timeout=120
+        )
+        return SimpleNamespace(result_rows=[tuple(row) for row in json.loads(done.stdout)])
+
+    def close(self) -> None:
+        pass
+
+
+def _open_database(data_dir: Path) -> _WorkerDatabase:
+    return _WorkerDatabase(f"chdb://{(data_dir / 'clickhouse').resolve()}")
 
 
 @pytest.fixture
