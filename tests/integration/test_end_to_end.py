@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -87,6 +88,10 @@ async def test_a_codex_session_reported_through_the_api_shows_as_the_conversatio
             operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
             listed = await _eventually(lambda: _conversation(api, operator, "conv-e2e"), within=30)
             assert listed["context_budget_indicator"]["percent"] == expected
+            # The thread view (spec 6.3) of the same thread: the engine's level, the worker's exact budget.
+            detail = await _until_found(f"{api}/api/v1/threads/{THREAD}/context-budget", operator, within=30)
+            assert (detail["context_budget_level"], detail["compaction_count"]) == ("safe", 1)
+            assert round(detail["context_budget_remaining_pct"], 2) == LAST_BUDGET_PCT
     finally:
         assert worker.stop() == 0, worker.output()
 
@@ -103,10 +108,26 @@ async def _until_up(url: str) -> None:
             await asyncio.sleep(0.5)
 
 
-def _conversation(api: str, token: str, conversation_id: str) -> dict | None:
-    request = urllib.request.Request(f"{api}/api/v1/conversations", headers={"Authorization": f"Bearer {token}"})
+async def _until_found(url: str, token: str, within: float) -> dict:
+    """GET until it stops answering 404: each table's sink flushes on its own, so rows land one after another."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await asyncio.to_thread(_get, url, token)
+        except urllib.error.HTTPError as error:
+            if error.code != 404 or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+def _get(url: str, token: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
-        body = json.loads(response.read())
+        return json.loads(response.read())
+
+
+def _conversation(api: str, token: str, conversation_id: str) -> dict | None:
+    body = _get(f"{api}/api/v1/conversations", token)
     return next((item for item in body["items"] if item["conversation_id"] == conversation_id), None)
 
 
