@@ -48,7 +48,10 @@ async def test_status_lag_matches_the_groups_committed_offsets(settings: Setting
             await producer.send_and_wait(topic, b"v", key=b"k", partition=i % 2)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, group_id=settings.app_id)
+    # No auto-commit: stopping would otherwise commit the position it fetched (the end) over the offset set here.
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=settings.app_id, enable_auto_commit=False
+    )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, 0)])
