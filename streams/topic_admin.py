@@ -12,25 +12,18 @@ from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from streams.settings import Settings
-from streams.topics import TOPICS
+from streams.topics import TOPICS, create_missing
 
 CHANGELOG_CONFIGS = {"cleanup.policy": "compact"}
 """What Faust itself declares for a table changelog: the latest value per key is the table."""
 
 
 @dataclass(frozen=True)
-class DeclaredTopic:
-    name: str
-    partitions: int
-    replication_factor: int
-    configs: Mapping[str, str]
+class TopicShape:
+    """A topic as the topology declares it, or as the broker has it."""
 
-
-@dataclass(frozen=True)
-class ActualTopic:
     name: str
     partitions: int
     replication_factor: int
@@ -46,12 +39,12 @@ class Drift:
     """None: the topic does not exist."""
 
 
-def declared_topics(settings: Settings, tables: Iterable[str]) -> list[DeclaredTopic]:
+def declared_topics(settings: Settings, tables: Iterable[str]) -> list[TopicShape]:
     """Every topic the topology needs; `tables` are the names of its Faust tables (their changelogs)."""
     partitions, replication = settings.topic_partitions, settings.topic_replication_factor
-    topics = [DeclaredTopic(settings.topic(s.name), partitions, replication, s.configs()) for s in TOPICS]
+    topics = [TopicShape(settings.topic(s.name), partitions, replication, s.configs()) for s in TOPICS]
     changelogs = [
-        DeclaredTopic(f"{settings.app_id}-{table}-changelog", partitions, replication, CHANGELOG_CONFIGS)
+        TopicShape(f"{settings.app_id}-{table}-changelog", partitions, replication, CHANGELOG_CONFIGS)
         for table in sorted(tables)
     ]
     return topics + changelogs
@@ -64,7 +57,7 @@ def topology_tables(settings: Settings) -> list[str]:
     return list(build(settings).tables)
 
 
-def drift(declared: DeclaredTopic, actual: ActualTopic | None) -> list[Drift]:
+def drift(declared: TopicShape, actual: TopicShape | None) -> list[Drift]:
     """What differs between the declaration and the broker (nothing for a topic that matches)."""
     if actual is None:
         return [Drift(declared.name, "exists", "yes", None)]
@@ -82,23 +75,7 @@ def drift(declared: DeclaredTopic, actual: ActualTopic | None) -> list[Drift]:
 
 
 # -- the broker ------------------------------------------------------------------------------------------------------
-async def create_missing(admin: AIOKafkaAdminClient, declared: Sequence[DeclaredTopic]) -> list[str]:
-    """Create the declared topics that do not exist; return their names (empty: nothing to do)."""
-    existing = set(await admin.list_topics())
-    wanted = [
-        NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, topic_configs=t.configs)
-        for t in declared
-        if t.name not in existing
-    ]
-    if wanted:
-        response = await admin.create_topics(wanted)
-        for topic, code, *message in response.topic_errors:
-            if code and for_code(code) is not TopicAlreadyExistsError:  # a concurrent creator is fine
-                raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
-    return [t.name for t in wanted]
-
-
-async def actual_topics(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, ActualTopic]:
+async def actual_topics(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, TopicShape]:
     """The broker's view of those of `names` that exist: partitions, replication factor, every config value."""
     existing = set(await admin.list_topics())
     present = [name for name in names if name in existing]
@@ -112,7 +89,7 @@ async def actual_topics(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dic
             entries = resource["config_entries"]
             configs[resource["resource_name"]] = {e["config_names"]: e["config_value"] for e in entries}
     return {
-        name: ActualTopic(
+        name: TopicShape(
             name,
             partitions=len(metadata[name]),
             replication_factor=max((len(p["replicas"]) for p in metadata[name]), default=0),
@@ -122,7 +99,7 @@ async def actual_topics(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dic
     }
 
 
-async def describe(settings: Settings, declared: Sequence[DeclaredTopic]) -> list[Drift]:
+async def describe(settings: Settings, declared: Sequence[TopicShape]) -> list[Drift]:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     await admin.start()
     try:
@@ -132,10 +109,15 @@ async def describe(settings: Settings, declared: Sequence[DeclaredTopic]) -> lis
     return [d for topic in declared for d in drift(topic, actual.get(topic.name))]
 
 
-async def create(settings: Settings, declared: Sequence[DeclaredTopic]) -> list[str]:
+async def create(settings: Settings, declared: Sequence[TopicShape]) -> list[str]:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     await admin.start()
     try:
-        return await create_missing(admin, declared)
+        wanted = [
+            NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor,
+                     topic_configs=dict(t.configs))
+            for t in declared
+        ]  # fmt: skip
+        return await create_missing(admin, wanted)
     finally:
         await admin.close()

@@ -75,29 +75,34 @@ TOPICS: tuple[TopicSpec, ...] = (
 
 async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec] = TOPICS) -> list[str]:
     """Create the declared topics that do not exist yet; return the names created (empty when all existed)."""
+    wanted = [
+        NewTopic(
+            settings.topic(spec.name),
+            num_partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+            topic_configs=spec.configs(),
+        )
+        for spec in specs
+    ]
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     await admin.start()
     try:
-        existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(
-                settings.topic(spec.name),
-                num_partitions=settings.topic_partitions,
-                replication_factor=settings.topic_replication_factor,
-                topic_configs=spec.configs(),
-            )
-            for spec in specs
-            if settings.topic(spec.name) not in existing
-        ]
-        if wanted:
-            response = await admin.create_topics(wanted)
-            for topic, code, *message in response.topic_errors:
-                # Another process creating the same topic at the same moment is fine: the topic exists.
-                if code and for_code(code) is not TopicAlreadyExistsError:
-                    raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
-        return [topic.name for topic in wanted]
+        return await create_missing(admin, wanted)
     finally:
         await admin.close()
+
+
+async def create_missing(admin: AIOKafkaAdminClient, wanted: Iterable[NewTopic]) -> list[str]:
+    """Create those of `wanted` that do not exist; return their names (empty: nothing to do)."""
+    existing = set(await admin.list_topics())
+    missing = [topic for topic in wanted if topic.name not in existing]
+    if missing:
+        response = await admin.create_topics(missing)
+        for topic, code, *message in response.topic_errors:
+            # Another process creating the same topic at the same moment is fine: the topic exists.
+            if code and for_code(code) is not TopicAlreadyExistsError:
+                raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+    return [topic.name for topic in missing]
 
 
 def ensure_topics_sync(settings: Settings) -> list[str]:

@@ -15,7 +15,7 @@ from streams.health import ClickHouseProbe
 from streams.logs import logging_config
 from streams.settings import Settings
 from streams.status import StatusReport, as_json, count_stale, lag_rows, render, sink_backlog
-from streams.topic_admin import ActualTopic, Drift, declared_topics, drift
+from streams.topic_admin import Drift, TopicShape, declared_topics, drift
 from tests.unit.api.fakes import RecordingPublisher, make_app
 
 SETTINGS = Settings(topic_prefix="ctx.", topic_partitions=4, app_id="ctxbudget")
@@ -31,10 +31,10 @@ def test_every_declared_topic_and_each_tables_changelog_is_declared_compacted_wh
 
 def test_a_matching_topic_has_no_drift_and_a_missing_or_altered_one_says_what_differs() -> None:
     spec = next(t for t in declared_topics(SETTINGS, []) if t.name == "ctx.alerts")
-    same = ActualTopic(spec.name, 4, 1, {**spec.configs, "segment.bytes": "1073741824"})
+    same = TopicShape(spec.name, 4, 1, {**spec.configs, "segment.bytes": "1073741824"})
     assert drift(spec, same) == []
     assert drift(spec, None) == [Drift("ctx.alerts", "exists", "yes", None)]
-    altered = ActualTopic(spec.name, 2, 1, {**spec.configs, "retention.ms": "1000"})
+    altered = TopicShape(spec.name, 2, 1, {**spec.configs, "retention.ms": "1000"})
     assert {(d.setting, d.actual) for d in drift(spec, altered)} == {("partitions", "2"), ("retention.ms", "1000")}
 
 
