@@ -148,11 +148,11 @@ class KeyedFold(Generic[S]):
             verdicts = await self.intake.admit(events)
             if verdicts is None:
                 return
-            messages = [self.runtime.message(event) for event, verdict in verdicts if verdict is Admit.APPLY]
+            applied = [event for event, verdict in verdicts if verdict is Admit.APPLY]
             async with self.lock:
-                result = batch(messages, self.load, datetime.now(UTC))
+                result = batch([self.runtime.message(event) for event in applied], self.load, datetime.now(UTC))
                 await self._publish(result)
-            metrics.observe_batch(self.name, [event.message for event, verdict in verdicts if verdict is Admit.APPLY])
+            metrics.observe_batch(self.name, [event.message for event in applied])
             metrics.observe_outcomes(result.outcomes)
             for event, verdict in verdicts:
                 if verdict is Admit.AHEAD:
