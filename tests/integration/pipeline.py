@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def get_json(url: str, token: str | None = None) -> Any:
+    """GET a JSON body (blocking: call it through asyncio.to_thread from a test's loop)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as response:
+        return json.loads(response.read())
 
 
 class WorkerProcess:

@@ -8,13 +8,13 @@ updates the conversation's ring, the sink writes it to ClickHouse, and the BFF's
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from api.tokens import Role, issue_token
 from schemas import Conversation, ConversationType
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from tests.integration.pipeline import Outputs, WorkerProcess, free_port, produce
+from tests.integration.pipeline import Outputs, WorkerProcess, free_port, get_json, produce
 from tests.unit.reporter.conftest import FIXTURES
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -113,28 +113,19 @@ async def _until_found(url: str, token: str, within: float) -> dict:
     deadline = time.monotonic() + within
     while True:
         try:
-            return await asyncio.to_thread(_get, url, token)
+            return await asyncio.to_thread(get_json, url, token)
         except urllib.error.HTTPError as error:
             if error.code != 404 or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.5)
 
 
-def _get(url: str, token: str) -> dict:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
-
-
 def _conversation(api: str, token: str, conversation_id: str) -> dict | None:
-    body = _get(f"{api}/api/v1/conversations", token)
+    body = get_json(f"{api}/api/v1/conversations", token)
     return next((item for item in body["items"] if item["conversation_id"] == conversation_id), None)
 
 
-async def _eventually(probe, within: float):
-    import asyncio
-    import time
-
+async def _eventually(probe: Callable[[], dict | None], within: float) -> dict:
     deadline = time.monotonic() + within
     while (found := await asyncio.to_thread(probe)) is None or found["context_budget_indicator"].get("percent") is None:
         if time.monotonic() > deadline:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 import urllib.request
 import uuid
@@ -16,7 +15,7 @@ import pytest
 
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from tests.integration.pipeline import Outputs, WorkerProcess, produce
+from tests.integration.pipeline import Outputs, WorkerProcess, get_json, produce
 from tests.unit.engine.builders import snapshot
 from tests.unit.test_schemas_invalid import EVENT_CASES, SNAPSHOT_CASES
 
@@ -72,7 +71,7 @@ async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Se
             assert sum(engine) >= len(records) - len(bad)
             # Everything consumed: the sampled lag of every input partition returns to zero; the worker is ready.
             await _until(lambda: _lags(_scrape(f"{worker.web}/metrics")) == {0.0}, within=30, what="lag back to zero")
-            readiness = await asyncio.to_thread(_get_json, f"{worker.web}/readyz")
+            readiness = await asyncio.to_thread(get_json, f"{worker.web}/readyz")
             assert readiness["ready"] is True, readiness
     finally:
         assert worker.stop() == 0, worker.output()
@@ -84,11 +83,6 @@ def _scrape(url: str) -> dict[str, float]:
         text = response.read().decode()
     samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
     return {name: float(value) for name, value in samples}
-
-
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def _lags(metrics: dict[str, float]) -> set[float]:
