@@ -20,6 +20,17 @@
    the copy still queued for one of them, so the revocation never ended and the worker stalled. The wait is now
    bounded: what is still unacknowledged after `WAIT_EMPTY_SECONDS` is not committed (the seek that ends the
    rebalance delivers it again), and the rebalance goes on.
+
+4. Faust counts a jump between two records it reads of a partition as a gap left by compaction, and those offsets as
+   acknowledged. After a seek back (streams/sequencer.py rewinds) a record fetched before the seek still arrives
+   behind it, and the jump it makes is no compaction: its offsets were not applied. Such gaps are now kept only for
+   compacted topics (`apply(compacted=...)`); a hole in another topic counts only once the sequencer gave up waiting
+   for it (`add_verified_gap`). And the acknowledged offsets are kept free of repeats: a gap-filled offset acknowledged
+   again stalled commits to one offset per commit interval.
+
+5. For the topics our agents read through `streams.runtime.OrderedIntake`, the commit is not counted from
+   acknowledgements at all but from the positions each reader reports (`streams.progress`); `track_progress`
+   attaches that to an app. Acknowledgements still end Faust's wait for in-flight records before a rebalance.
 """
 
 from __future__ import annotations
@@ -27,18 +38,45 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Collection, Iterator
+from weakref import WeakKeyDictionary
 
+import faust
 from faust.transport.consumer import Consumer
 from faust.types import TP, Message
 from faust.utils.functional import consecutive_numbers
 
+from streams.progress import Progress
+
 _upstream_ack = Consumer.ack
+_upstream_pending = Consumer._filter_tps_with_pending_acks
+_PROGRESS: WeakKeyDictionary[faust.App, Progress[TP]] = WeakKeyDictionary()
+_upstream_add_gap = Consumer._add_gap
+_COMPACTED: set[str] = set()
+"""Topics of every app in this process whose offsets have holes by design (names are prefixed, so apps do not clash)."""
 WAIT_EMPTY_SECONDS = 5.0
 """Half the session timeout: a batch in flight finishes within it; a dangling reference never does."""
 log = logging.getLogger(__name__)
 
 
+def track_progress(app: faust.App) -> Progress[TP]:
+    """The reported positions that `app`'s consumer commits for the topics registered with them."""
+    return _PROGRESS.setdefault(app, Progress(topic_of=lambda tp: tp.topic))
+
+
+def _pending(self: Consumer, topics: object = None) -> Iterator[TP]:
+    progress = _PROGRESS.get(self.app)
+    reported = progress.partitions() if progress is not None else ()
+    upstream = _upstream_pending(self, topics)
+    return iter({*upstream, *(tp for tp in reported if topics is None or tp in topics or tp.topic in topics)})
+
+
 def _new_offset(self: Consumer, tp: TP) -> int | None:
+    progress = _PROGRESS.get(self.app)
+    if progress is not None and progress.handles(tp.topic):
+        self._acked.pop(tp, None)  # not what commits here; kept from growing
+        self._acked_index.pop(tp, None)
+        return progress.committable(tp, self.app.consumer_generation_id)
     acked = self._acked[tp]
     if not acked:
         return None
@@ -50,9 +88,9 @@ def _new_offset(self: Consumer, tp: TP) -> int | None:
             filled = [offset for interval in candidates for offset in range(interval.begin, interval.end)]
             acked.extend(filled)
             gap_for_tp.chop(0, max(filled[-1], max_offset + 1))
-    acked.sort()
     committed = self._committed_offset[tp]  # the next offset to read, or None before the first commit
-    if committed is not None and acked[0] > committed:
+    acked[:] = sorted({offset for offset in acked if committed is None or offset >= committed})
+    if not acked or (committed is not None and acked[0] > committed):
         return None  # the record at `committed` is not acknowledged yet
     batch = next(consecutive_numbers(acked))
     acked[: len(batch)] = []
@@ -64,6 +102,19 @@ def _ack(self: Consumer, message: Message) -> bool:
     if not message.tracked:
         return False  # skipped by the stream, never applied: it must be read again, not committed
     return _upstream_ack(self, message)
+
+
+async def _add_gap(self: Consumer, tp: TP, offset_from: int, offset_to: int) -> None:
+    if tp.topic in _COMPACTED:
+        await _upstream_add_gap(self, tp, offset_from, offset_to)
+
+
+def add_verified_gap(consumer: Consumer, tp: TP, offset_from: int, offset_to: int) -> None:
+    """Count offsets `offset_from..offset_to` of `tp` as acknowledged: they are known to be gone. (Upstream's
+    `_add_gap` would leave out the committed offset itself.)"""
+    gap = consumer._gap[tp]
+    gap.addi(offset_from, offset_to + 1)  # intervals exclude their end
+    gap.merge_overlaps()
 
 
 async def _wait_empty(self: Consumer) -> None:
@@ -81,7 +132,11 @@ async def _wait_empty(self: Consumer) -> None:
     await self.commit_and_end_transactions()
 
 
-def apply() -> None:
+def apply(compacted: Collection[str]) -> None:
+    """Patch Faust's consumer; `compacted` names the (prefixed) topics whose offsets have holes by design."""
+    _COMPACTED.update(compacted)
+    Consumer._add_gap = _add_gap  # type: ignore[method-assign]
     Consumer._new_offset = _new_offset  # type: ignore[method-assign]
+    Consumer._filter_tps_with_pending_acks = _pending  # type: ignore[method-assign]
     Consumer.ack = _ack  # type: ignore[method-assign]
     Consumer.wait_empty = _wait_empty  # type: ignore[method-assign]

@@ -3,14 +3,16 @@
 One discipline, kept in one place so each agent in `streams.topology` is a single declaration:
 
 1. Records arrive in batches (`take_events`). Each message is held by one extra reference, because `take_events`
-   acknowledges a batch in a `finally` even when the agent is cancelled mid-batch (rebalance, shutdown); that ack
-   must commit nothing unless ours follows a completed publish.
+   acknowledges a batch in a `finally` even when the agent is cancelled mid-batch (rebalance, shutdown).
 2. Nothing is applied while a rebalance is under way: the seek that ends it delivers those records again.
-3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py).
+3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py),
+   and a timer rewinds a partition with a gap, or one that owes records and has stopped advancing (Faust drops
+   fetched records in a few places without seeking back).
 4. The pure batch function folds them. Its outputs are sent and confirmed by Kafka, then the changed states are
-   written to the table and its changelog confirmed, and only then are the inputs acknowledged. A crash anywhere in
-   between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could persist a
-   state whose outputs never left; its replay would then emit nothing.)
+   written to the table and its changelog confirmed, and only then does the agent report its position to the commit
+   (streams/progress.py: the group commits, per partition, the lowest position of the agents reading it). A crash
+   anywhere in between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could
+   persist a state whose outputs never left; its replay would then emit nothing.)
 5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
    the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka.
 
@@ -18,14 +20,14 @@ Tables are keyed like their input topics (same bytes, same partitioner), so `use
 record to the partition that owns the key; that is what lets batches and timers write outside per-event iteration.
 
 Steps 1-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
-(until their batch is inserted) but owe the same: never acknowledge a record not written, write in offset order.
+(until their batch is inserted) but owe the same: never report a record not written, write in offset order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -34,13 +36,15 @@ from aiokafka.partitioner import murmur2
 from faust.types import TP
 
 from schemas.codec import encode_record
-from streams import metrics
+from streams import faust_fixes, metrics
 from streams.batching import BatchResult, Emit, InputMessage
 from streams.sequencer import Admit, Sequencer
 from streams.settings import Settings
-from streams.topics import TOPICS
+from streams.topics import compacted_topics
 
 S = TypeVar("S")
+WATCH_SECONDS = 1.0
+"""How often each agent's partitions are checked for gaps and stalls when no record arrives to trigger it."""
 RAW = {"key_type": bytes, "value_type": bytes}
 """Keys and values stay bytes (the app's serializers are raw); decoding and dead-lettering are ours."""
 
@@ -52,6 +56,7 @@ class Runtime:
     def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.progress = faust_fixes.track_progress(app)
 
     def topic(self, *names: str) -> faust.TopicT:
         return self.app.topic(
@@ -119,7 +124,8 @@ class KeyedFold(Generic[S]):
         self.decode_state = decode_state
         self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
         self.lock = asyncio.Lock()
-        self.intake = OrderedIntake(app, settings)
+        topics = [settings.topic(n) for n in inputs]
+        self.intake = OrderedIntake(runtime, name, topics, busy=self.lock.locked)
         self.owner_topic = settings.topic(inputs[0])
         self.name = name
         self.census = census
@@ -154,6 +160,7 @@ class KeyedFold(Generic[S]):
                 await self._publish(result)
             metrics.observe_batch(self.name, [event.message for event in applied])
             metrics.observe_outcomes(result.outcomes)
+            self.intake.report({event.message.tp for event, _ in verdicts})
             for event, verdict in verdicts:
                 if verdict is Admit.AHEAD:
                     release(app, event.message)
@@ -161,17 +168,18 @@ class KeyedFold(Generic[S]):
                     await stream.ack(event)
                 settled += 1
         finally:
-            # Cancelled (Faust restarts agents around rebalances) or failed before every record was settled: let go
-            # of the rest unacknowledged, or a rebalance would wait for them for ever (wait_empty); the seek that
-            # follows delivers them again.
-            for event in events[settled:]:
-                release(app, event.message)
+            if settled < len(events):
+                # Cancelled (Faust restarts agents around rebalances) or failed before every record was settled:
+                # let go of the rest unacknowledged, or a rebalance would wait for them for ever (wait_empty), and
+                # start again from the committed offsets: the sequencer had already admitted what was not applied.
+                for event in events[settled:]:
+                    release(app, event.message)
+                self.intake.forget()
 
     async def _on_tick(self, tick: TickFn[S]) -> None:
         app = self.runtime.app
         if app.rebalancing:
             return
-        await self.intake.rewind()  # also when no record arrives to trigger one
         async with self.lock:
             if not app.rebalancing:
                 owned = list(self._owned())
@@ -196,13 +204,26 @@ class KeyedFold(Generic[S]):
 
 
 class OrderedIntake:
-    """Steps 1-3 for one agent: hold every message of a batch, let none through during a rebalance, and sequence the
-    rest per partition. The caller acknowledges (`stream.ack`) or `release`s each held message exactly once."""
+    """Steps 1-3 for the agent `name` over `topics`: hold every message of a batch, let none through during a
+    rebalance, and sequence the rest per partition. The caller acknowledges (`stream.ack`) or `release`s each held
+    message exactly once. A timer rewinds partitions with a gap or a stall even when no record arrives, unless
+    `busy`."""
 
-    def __init__(self, app: faust.App, settings: Settings) -> None:
-        self.app = app
-        compacted = {settings.topic(spec.name) for spec in TOPICS if spec.compacted}
+    def __init__(self, runtime: Runtime, name: str, topics: Collection[str], busy: Callable[[], bool]) -> None:
+        app = self.app = runtime.app
+        self.name = name
+        self.topics = frozenset(topics)
+        self.progress = runtime.progress
+        self.progress.register(name, self.topics)
+        compacted = compacted_topics(runtime.settings)
         self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed, compacted=lambda tp: tp.topic in compacted)
+
+        @app.timer(WATCH_SECONDS, name=f"{name}_watch")
+        async def watch() -> None:
+            # A busy agent (a batch in progress, a sink waiting for ClickHouse) is not stalled.
+            if not app.rebalancing and app.flow_control.is_active() and not busy():
+                self.sequencer.start(app.consumer_generation_id)
+                await self.rewind()
 
     def committed(self, tp: TP) -> int | None:
         """The partition's committed offset (the next one to apply), None before the first commit."""
@@ -227,18 +248,30 @@ class OrderedIntake:
             return None
         self.sequencer.start(app.consumer_generation_id)
         verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
+        while self.sequencer.abandoned:
+            faust_fixes.add_verified_gap(app.consumer, *self.sequencer.abandoned.pop())
         await self.rewind()
         return verdicts
+
+    def report(self, partitions: Iterable[TP], done: Callable[[TP], int] | None = None) -> None:
+        """Tell the commit that this agent has applied every record of `partitions` below `done(tp)` (by default
+        the next offset the sequencer expects: everything it admitted was published)."""
+        done = done or self.sequencer.expected
+        for tp in partitions:
+            self.progress.done(self.name, self.sequencer.generation, tp, done(tp))
 
     def forget(self) -> None:
         """Start again from the committed offsets with the next batch (a caller dropped records it had admitted)."""
         self.sequencer.generation = None
 
     async def rewind(self) -> None:
-        """Seek the owned partitions with a gap back to their first missing offset (at most once per interval)."""
+        """Seek the owned partitions with a gap or a stall back to the first offset they owe."""
         consumer = self.app.consumer
         assigned = consumer.assignment()
-        due = {tp: offset for tp, offset in self.sequencer.rewinds(time.monotonic()).items() if tp in assigned}
+        now = time.monotonic()
+        due = {tp: offset for tp, offset in self.sequencer.rewinds(now).items() if tp in assigned}
+        ends = {tp: consumer.highwater(tp) for tp in self.app.assignor.assigned_actives() if tp.topic in self.topics}
+        due.update(self.sequencer.stalls(now, {tp: end for tp, end in ends.items() if tp in assigned and end}))
         if due:
             # In the consumer's own thread: aiokafka is not thread-safe, and `Consumer.seek` calls it from this one
             # (a seek racing the fetcher crashed it with a KeyError in `fetched_records`).
@@ -246,8 +279,8 @@ class OrderedIntake:
 
 
 def release(app: faust.App, message: faust.types.Message) -> None:
-    """Let go of a record without acknowledging it: its offset never becomes committable (a later delivery of the
-    same offset is what gets applied), and a rebalance does not wait for it (`Consumer.wait_empty` waits for every
-    tracked record that is not acknowledged)."""
+    """Let go of a record without acknowledging it, so that a rebalance does not wait for it (`Consumer.wait_empty`
+    waits for every tracked record that is not acknowledged). What commits is the agents' reported progress, which
+    stays below it; a later delivery of the same offset is what gets applied."""
     message.acked = True  # Faust's own later ack of this delivery (take_events' `finally`) is then a no-op
     app.consumer._unacked_messages.discard(message)

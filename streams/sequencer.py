@@ -12,6 +12,12 @@ in front of the fold checks every record against the next offset the partition o
 - above it: a record is missing in between. Hold it back unacknowledged (so no commit passes the gap) and rewind the
   partition to the missing offset; the re-fetch delivers the gap and everything after it again, in order.
 
+A record the consumer fetched but never delivered leaves no later record to reveal the gap: Faust drops fetched
+records without seeking back when flow stops or the generation changes mid-batch, and records of a partition not yet
+in its active set, and the fetch position has already moved past them. So `stalls` also watches each owned partition
+against its end offset: one that owes records and has not advanced for `stall_seconds` is rewound to its next
+offset too. (A rewind that was not needed only re-delivers records the sequencer then drops as duplicates.)
+
 The first expected offset of a partition in a consumer generation is its committed offset (0 when it has none).
 Event topics are not compacted and not transactional, so their offsets have no holes; a hole that a rewind cannot
 fill (records deleted by retention) is accepted after `max_rewinds` attempts and reported. Compacted topics (latest
@@ -22,7 +28,7 @@ all such a topic promises.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -49,6 +55,13 @@ class _Gap:
     """Every rewind was tried and waited for: the missing records are gone."""
 
 
+@dataclass(frozen=True)
+class _Watch:
+    expected: int
+    since: float
+    """When the partition last advanced (or was first seen owing records)."""
+
+
 @dataclass
 class Sequencer(Generic[P]):
     """Per-partition expected offsets for one consumer generation. `committed` answers a partition's committed
@@ -60,9 +73,14 @@ class Sequencer(Generic[P]):
     rewind_interval: float = 2.0
     """Seconds between rewinds of one gap: the re-fetch arrives behind records already queued."""
     max_rewinds: int = 5
+    stall_seconds: float = 5.0
+    """How long a partition that owes records may go without advancing before it is rewound."""
     generation: int | None = None
     _next: dict[P, int] = field(default_factory=dict)
     _gaps: dict[P, _Gap] = field(default_factory=dict)
+    _watches: dict[P, _Watch] = field(default_factory=dict)
+    abandoned: list[tuple[P, int, int]] = field(default_factory=list)
+    """Holes (partition, first, last offset) given up on: the caller counts them as consumed so commits pass them."""
 
     def start(self, generation: int) -> None:
         """Forget positions when the consumer generation changes: assignments and committed offsets moved."""
@@ -70,11 +88,15 @@ class Sequencer(Generic[P]):
             self.generation = generation
             self._next.clear()
             self._gaps.clear()
+            self._watches.clear()
+
+    def expected(self, partition: P) -> int:
+        """The next offset the partition owes (its committed offset until it starts in this generation)."""
+        expected = self._next.get(partition)
+        return expected if expected is not None else self.committed(partition) or 0
 
     def admit(self, partition: P, offset: int) -> Admit:
-        expected = self._next.get(partition)
-        if expected is None:
-            expected = self._next[partition] = self.committed(partition) or 0
+        expected = self._next[partition] = self.expected(partition)
         if offset < expected:
             return Admit.DUPLICATE
         gap = self._gaps.get(partition)
@@ -85,6 +107,7 @@ class Sequencer(Generic[P]):
             if not gap.exhausted:
                 return Admit.AHEAD
             log.error("offsets %d..%d of %s never arrived (deleted by retention?)", expected, offset - 1, partition)
+            self.abandoned.append((partition, expected, offset - 1))
         self._next[partition] = offset + 1
         if gap is not None:
             if gap.held_back > offset:  # records past this one were held back: they must be delivered again
@@ -105,4 +128,24 @@ class Sequencer(Generic[P]):
             gap.rewinds += 1
             gap.last_rewind_at = now
             due[partition] = gap.offset
+        return due
+
+    def stalls(self, now: float, ends: Mapping[P, int]) -> dict[P, int]:
+        """Partitions (of `ends`, each owned partition's end offset) that owe records and have not advanced for
+        `stall_seconds`, with the offset to rewind them to. Partitions with a known gap are left to `rewinds`."""
+        due: dict[P, int] = {}
+        watches: dict[P, _Watch] = {}
+        for partition, end in ends.items():
+            expected = self.expected(partition)
+            if expected >= end or partition in self._gaps:
+                continue
+            watch = self._watches.get(partition)
+            if watch is None or watch.expected != expected:
+                watch = _Watch(expected, now)
+            elif now - watch.since >= self.stall_seconds:
+                log.warning("%s owes offsets %d..%d and stalled: rewinding", partition, expected, end - 1)
+                due[partition] = expected
+                watch = _Watch(expected, now)
+            watches[partition] = watch
+        self._watches = watches
         return due

@@ -51,6 +51,7 @@ TICK_STEPS = 2
 
 @dataclass
 class _Partition:
+    tp: TP
     batcher: Batcher
     written_through: int
     """Every offset up to here is in ClickHouse."""
@@ -76,8 +77,8 @@ class ClickHouseSink:
         self.max_rows = settings.sink_batch_rows
         self.max_ms = settings.sink_batch_ms
         self.routes = {settings.topic(topic): route for topic, route in routes.items()}
-        self.intake = OrderedIntake(app, runtime.settings)
         self.lock = asyncio.Lock()
+        self.intake = OrderedIntake(runtime, name, list(self.routes), busy=self.lock.locked)
         self.partitions: dict[TP, _Partition] = {}
         self.generation: int | None = None
         self.stream: faust.StreamT | None = None
@@ -127,7 +128,6 @@ class ClickHouseSink:
                 self._drop_pending()  # no lock: a write in flight may take long; its acks become no-ops
                 self.intake.forget()
             return
-        await self.intake.rewind()  # also when no record arrives to trigger one
         async with self.lock:
             if self._flow_stopped():
                 return
@@ -173,7 +173,7 @@ class ClickHouseSink:
         batcher = Batcher(
             route, tp.topic, tp.partition, max_rows=self.max_rows, max_ms=self.max_ms, planned=start.replay
         )
-        return _Partition(batcher, start.written_through)
+        return _Partition(tp, batcher, start.written_through)
 
     def _decode(self, message: faust.types.Message) -> object | None:
         try:
@@ -192,6 +192,7 @@ class ClickHouseSink:
         await self._ack_written(partition)
 
     async def _ack_written(self, partition: _Partition) -> None:
+        self.intake.report([partition.tp], lambda _: partition.written_through + 1)
         pending = []
         for event in partition.held:
             if event.message.offset <= partition.written_through:

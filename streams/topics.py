@@ -105,5 +105,10 @@ async def create_missing(admin: AIOKafkaAdminClient, wanted: Iterable[NewTopic])
     return [topic.name for topic in missing]
 
 
+def compacted_topics(settings: Settings) -> frozenset[str]:
+    """The prefixed names of the compacted topics (latest record per key: their offsets have holes by design)."""
+    return frozenset(settings.topic(spec.name) for spec in TOPICS if spec.compacted)
+
+
 def ensure_topics_sync(settings: Settings) -> list[str]:
     return asyncio.run(ensure_topics(settings))

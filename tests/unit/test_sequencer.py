@@ -49,6 +49,34 @@ def test_rewinds_of_one_hole_are_spaced_and_bounded_then_the_hole_is_accepted() 
     assert sequencer.rewinds(now=4.0) == {}  # retries used up and waited for: the records are gone
     assert sequencer.admit("p0", 7) is Admit.APPLY
     assert sequencer.admit("p0", 8) is Admit.APPLY
+    assert sequencer.abandoned == [("p0", 0, 6)]  # for the caller to let commits pass the hole
+
+
+def test_a_partition_whose_records_never_arrive_is_rewound_once_it_stalls() -> None:
+    # Fetched, then dropped by the consumer before delivery: no later record reveals the gap.
+    sequencer = _sequencer({"p0": 40}, stall_seconds=5.0)
+    assert sequencer.stalls(now=0.0, ends={"p0": 90}) == {}
+    assert sequencer.stalls(now=4.0, ends={"p0": 90}) == {}
+    assert sequencer.stalls(now=5.0, ends={"p0": 90}) == {"p0": 40}
+    assert sequencer.stalls(now=6.0, ends={"p0": 90}) == {}  # the next rewind waits a whole period again
+    assert sequencer.stalls(now=10.0, ends={"p0": 90}) == {"p0": 40}
+
+
+def test_a_partition_that_advances_or_owes_nothing_is_not_stalled() -> None:
+    sequencer = _sequencer({"p0": 40, "p1": 7}, stall_seconds=5.0)
+    sequencer.stalls(now=0.0, ends={"p0": 90, "p1": 7})
+    for offset in range(40, 45):
+        sequencer.admit("p0", offset)
+    assert sequencer.stalls(now=5.0, ends={"p0": 90, "p1": 7}) == {}  # p0 moved, p1 is at its end
+    assert sequencer.stalls(now=10.0, ends={"p0": 90, "p1": 7}) == {"p0": 45}
+
+
+def test_a_stall_behind_a_known_gap_is_left_to_the_gap_rewinds() -> None:
+    sequencer = _sequencer({"p0": 0}, stall_seconds=1.0)
+    assert sequencer.admit("p0", 3) is Admit.AHEAD
+    sequencer.stalls(now=0.0, ends={"p0": 9})
+    assert sequencer.stalls(now=5.0, ends={"p0": 9}) == {}
+    assert sequencer.rewinds(now=5.0) == {"p0": 0}
 
 
 def test_partitions_are_independent() -> None:
