@@ -17,7 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from schemas import Record
 from schemas.codec import encode_record
@@ -110,6 +112,24 @@ async def produce(settings: Settings, records: list[tuple[str, bytes | str, byte
             await producer.send_and_wait(settings.topic(topic), payload, key=raw_key)
     finally:
         await producer.stop()
+
+
+async def committed_offsets(settings: Settings) -> dict[TopicPartition, int]:
+    """The worker group's committed offsets."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(settings.app_id)
+    except GroupCoordinatorNotAvailableError:
+        return {}  # the broker is still electing it: nothing committed as far as we can tell
+    finally:
+        await admin.close()
+    return {tp: meta.offset for tp, meta in offsets.items()}
+
+
+def committed_records(committed: dict[TopicPartition, int], topic: str) -> int:
+    """How many records of the (prefixed) `topic` the group has committed, over its partitions."""
+    return sum(offset for tp, offset in committed.items() if tp.topic == topic)
 
 
 class Outputs:

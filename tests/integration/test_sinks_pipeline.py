@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from schemas import DecodeError
 from sinks.rows import TableSpec
@@ -32,7 +30,7 @@ from sinks.writer import SINK_BATCHES
 from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate
 from streams.topics import TOPICS, ensure_topics
-from tests.integration.pipeline import WorkerProcess, produce
+from tests.integration.pipeline import WorkerProcess, committed_offsets, committed_records, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
@@ -69,28 +67,12 @@ async def _end_offsets(settings: Settings, topics: Iterable[str]) -> dict[TopicP
         await consumer.stop()
 
 
-async def _committed(settings: Settings) -> dict[TopicPartition, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(settings.app_id)
-    except GroupCoordinatorNotAvailableError:
-        return {}  # the broker is still electing it: nothing committed as far as we can tell
-    finally:
-        await admin.close()
-    return {tp: meta.offset for tp, meta in offsets.items()}
-
-
-def _committed_records(committed: dict[TopicPartition, int], topic: str) -> int:
-    return sum(offset for tp, offset in committed.items() if tp.topic == topic)
-
-
 async def _wait_drained(settings: Settings, within: float = 180, settle: float = 4) -> None:
     """Until every topic's committed offset is its end offset, twice `settle` seconds apart with the ends unchanged."""
     deadline, previous = time.monotonic() + within, None
     while True:
         ends = await _end_offsets(settings, (t.name for t in TOPICS))
-        committed = await _committed(settings)
+        committed = await committed_offsets(settings)
         behind = {tp: end - committed.get(tp, 0) for tp, end in ends.items() if committed.get(tp, 0) < end}
         if not behind and ends == previous:
             return
@@ -248,12 +230,11 @@ async def test_every_routed_record_lands_in_its_tables_exactly_once(sink_setting
         client.close()
 
 
-# After the restart's rebalance the committed offset of `snapshots` (read by the engine and the sink in one consumer
-# group) sometimes stops short although the sink wrote every record: a record one agent releases unacknowledged is
-# marked acked for the other agent too, so its ack is lost until a later rebalance re-reads it. Nothing is lost (a
-# restart replays and the tokens deduplicate), but the group never drains. Strict once the sinks get a group of their
-# own.
-@pytest.mark.xfail(reason="shared-topic commit stall after a rebalance (see comment)", strict=False)
+# Known gap (issue 5). The commit stall this test used to hit is gone (streams/progress.py), but the run after that
+# change failed the plan check instead: after the restart one partition got a range planned inside one planned before
+# the kill ([212..245], then [237..245]), though `resume` counts a range that begins below the committed offset as
+# written. Rows are deduplicated by token either way, but overlapping plans could cut a batch twice. Strict once found.
+@pytest.mark.xfail(reason="a restarted sink once planned a range inside an earlier one (see comment)", strict=False)
 async def test_a_sigkill_mid_stream_neither_loses_nor_repeats_a_row(sink_settings: Settings, tmp_path: Path) -> None:
     settings = sink_settings
     records = list(generate(SimulationConfig(threads=60, turns_per_thread=40, seed=11)))
@@ -263,7 +244,8 @@ async def test_a_sigkill_mid_stream_neither_loses_nor_repeats_a_row(sink_setting
     try:
         await produce(settings, [(r.topic, r.key, r.value) for r in head])
         deadline = time.monotonic() + 120
-        while _committed_records(await _committed(settings), settings.topic("context-events")) < 100:  # sinks write
+        # until the sinks wrote (and so committed) some of the engine's outputs
+        while committed_records(await committed_offsets(settings), settings.topic("context-events")) < 100:
             assert time.monotonic() < deadline, first.output()
             await asyncio.sleep(0.2)
         producing = asyncio.create_task(_produce_paced(settings, rest, chunk=100, pause=0.05))
