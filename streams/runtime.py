@@ -27,22 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 from faust.types import TP
 
 from schemas.codec import encode_record
 from streams import faust_fixes, metrics
 from streams.batching import BatchResult, Emit, InputMessage
-from streams.sequencer import Admit, Sequencer
+from streams.sequencer import Admit, Sequencer, Survey
 from streams.settings import Settings
 from streams.topics import compacted_topics
 
 S = TypeVar("S")
+SURVEY_RECORDS = 5000
+"""The most records one survey of a compacted partition reads (its holes are then known without another)."""
 WATCH_SECONDS = 1.0
 """How often each agent's partitions are checked for gaps and stalls when no record arrives to trigger it."""
 RAW = {"key_type": bytes, "value_type": bytes}
@@ -215,6 +218,7 @@ class OrderedIntake:
         self.topics = frozenset(topics)
         self.progress = runtime.progress
         self.progress.register(name, self.topics)
+        self.bootstrap_servers = str(runtime.settings.kafka_bootstrap_servers)
         compacted = compacted_topics(runtime.settings)
         self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed, compacted=lambda tp: tp.topic in compacted)
 
@@ -265,9 +269,14 @@ class OrderedIntake:
         self.sequencer.generation = None
 
     async def rewind(self) -> None:
-        """Seek the owned partitions with a gap or a stall back to the first offset they owe."""
+        """Seek the owned partitions with a gap or a stall back to the first offset they owe (after surveying the
+        compacted ones with a gap)."""
         consumer = self.app.consumer
         assigned = consumer.assignment()
+        surveys = {tp: span for tp, span in self.sequencer.surveys_due().items() if tp in assigned}
+        if surveys:
+            for tp, survey in (await survey_offsets(self.bootstrap_servers, surveys)).items():
+                self.sequencer.surveyed(tp, survey)
         now = time.monotonic()
         due = {tp: offset for tp, offset in self.sequencer.rewinds(now).items() if tp in assigned}
         ends = {tp: consumer.highwater(tp) for tp in self.app.assignor.assigned_actives() if tp.topic in self.topics}
@@ -276,6 +285,31 @@ class OrderedIntake:
             # In the consumer's own thread: aiokafka is not thread-safe, and `Consumer.seek` calls it from this one
             # (a seek racing the fetcher crashed it with a KeyError in `fetched_records`).
             await consumer.seek_wait(due)
+
+
+async def survey_offsets(bootstrap_servers: str, spans: Mapping[TP, tuple[int, int]]) -> dict[TP, Survey]:
+    """Which offsets exist in each partition from `first` on, read past `until` or `SURVEY_RECORDS` records, whichever
+    comes first (a consumer of its own, outside the group: Faust's fetch position is not to be touched)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        surveys: dict[TP, Survey] = {}
+        for tp, (first, until) in spans.items():
+            partition = TopicPartition(tp.topic, tp.partition)
+            consumer.assign([partition])
+            end = (await consumer.end_offsets([partition]))[partition]
+            consumer.seek(partition, first)
+            offsets: list[int] = []
+            while (not offsets or offsets[-1] < min(until, end - 1)) and len(offsets) < SURVEY_RECORDS:
+                fetched = (await consumer.getmany(partition, timeout_ms=1000)).get(partition, [])
+                if not fetched:
+                    break
+                offsets.extend(record.offset for record in fetched)
+            if offsets:
+                surveys[tp] = Survey(first, offsets[-1], tuple(offsets))
+        return surveys
+    finally:
+        await consumer.stop()
 
 
 def release(app: faust.App, message: faust.types.Message) -> None:

@@ -11,6 +11,10 @@ in front of the fold checks every record against the next offset the partition o
 - below it: already applied (this generation, or before the committed offset): acknowledge, do not apply again;
 - above it: a record is missing in between. Hold it back unacknowledged (so no commit passes the gap) and rewind the
   partition to the missing offset; the re-fetch delivers the gap and everything after it again, in order.
+- on a compacted topic (latest state per key) a jump is usually a hole compaction left, but may just as well be
+  records the consumer dropped. The caller surveys the partition on the broker (`surveys_due`, `surveyed`: which
+  offsets exist from the gap on); a jump over offsets the survey shows missing is applied at once, any other jump
+  is a gap like above.
 
 A record the consumer fetched but never delivered leaves no later record to reveal the gap: Faust drops fetched
 records without seeking back when flow stops or the generation changes mid-batch, and records of a partition not yet
@@ -20,14 +24,13 @@ offset too. (A rewind that was not needed only re-delivers records the sequencer
 
 The first expected offset of a partition in a consumer generation is its committed offset (0 when it has none).
 Event topics are not compacted and not transactional, so their offsets have no holes; a hole that a rewind cannot
-fill (records deleted by retention) is accepted after `max_rewinds` attempts and reported. Compacted topics (latest
-state per key) have holes by design: there a later offset is applied at once, since the newest record of a key is
-all such a topic promises.
+fill (records deleted by retention) is accepted after `max_rewinds` attempts and reported.
 """
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -56,6 +59,23 @@ class _Gap:
 
 
 @dataclass(frozen=True)
+class Survey:
+    """The offsets of a compacted partition that exist from `first` through `last`, read from the broker."""
+
+    first: int
+    last: int
+    existing: tuple[int, ...]
+    """Sorted."""
+
+    def hole(self, start: int, end: int) -> bool | None:
+        """Whether no record exists at offsets start..end-1; None when the survey does not cover them."""
+        if start < self.first or end - 1 > self.last:
+            return None
+        index = bisect_left(self.existing, start)
+        return index == len(self.existing) or self.existing[index] >= end
+
+
+@dataclass(frozen=True)
 class _Watch:
     expected: int
     since: float
@@ -79,6 +99,7 @@ class Sequencer(Generic[P]):
     _next: dict[P, int] = field(default_factory=dict)
     _gaps: dict[P, _Gap] = field(default_factory=dict)
     _watches: dict[P, _Watch] = field(default_factory=dict)
+    _surveys: dict[P, Survey] = field(default_factory=dict)
     abandoned: list[tuple[P, int, int]] = field(default_factory=list)
     """Holes (partition, first, last offset) given up on: the caller counts them as consumed so commits pass them."""
 
@@ -89,6 +110,7 @@ class Sequencer(Generic[P]):
             self._next.clear()
             self._gaps.clear()
             self._watches.clear()
+            self._surveys.clear()
 
     def expected(self, partition: P) -> int:
         """The next offset the partition owes (its committed offset until it starts in this generation)."""
@@ -100,7 +122,7 @@ class Sequencer(Generic[P]):
         if offset < expected:
             return Admit.DUPLICATE
         gap = self._gaps.get(partition)
-        if offset > expected and not self.compacted(partition):
+        if offset > expected and not self._known_hole(partition, expected, offset):
             if gap is None:
                 gap = self._gaps[partition] = _Gap(expected, held_back=offset)
             gap.held_back = max(gap.held_back, offset)
@@ -116,10 +138,30 @@ class Sequencer(Generic[P]):
                 del self._gaps[partition]
         return Admit.APPLY
 
-    def rewinds(self, now: float) -> dict[P, int]:
-        """Partitions to seek back to their first missing offset, at most once per `rewind_interval` each."""
-        due: dict[P, int] = {}
+    def _known_hole(self, partition: P, start: int, end: int) -> bool:
+        survey = self._surveys.get(partition)
+        return self.compacted(partition) and survey is not None and survey.hole(start, end) is True
+
+    def surveys_due(self) -> dict[P, tuple[int, int]]:
+        """Compacted partitions with a gap no survey covers: (first missing offset, highest offset held back)."""
+        due: dict[P, tuple[int, int]] = {}
         for partition, gap in self._gaps.items():
+            survey = self._surveys.get(partition)
+            if self.compacted(partition) and (survey is None or survey.hole(gap.offset, gap.held_back) is None):
+                due[partition] = (gap.offset, gap.held_back)
+        return due
+
+    def surveyed(self, partition: P, survey: Survey) -> None:
+        self._surveys[partition] = survey
+
+    def rewinds(self, now: float) -> dict[P, int]:
+        """Partitions to seek back to their first missing offset, at most once per `rewind_interval` each (a
+        compacted one only once a survey covers its gap)."""
+        due: dict[P, int] = {}
+        surveying = self.surveys_due()
+        for partition, gap in self._gaps.items():
+            if partition in surveying:
+                continue
             if gap.last_rewind_at is not None and now - gap.last_rewind_at < self.rewind_interval:
                 continue
             if gap.rewinds == self.max_rewinds:

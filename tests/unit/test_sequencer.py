@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.sequencer import Admit, Sequencer
+from streams.sequencer import Admit, Sequencer, Survey
 
 
 def _sequencer(committed: dict[str, int] | None = None, **kwargs: float) -> Sequencer[str]:
@@ -112,10 +112,39 @@ def test_whatever_the_delivery_order_applied_offsets_are_consecutive_from_the_co
     assert applied == list(range(committed, 12))
 
 
-def test_a_compacted_topic_applies_past_its_holes_at_once() -> None:
-    """Compaction removes superseded records: the newest of a key is all such a topic promises."""
+def _compacted() -> Sequencer[str]:
     sequencer: Sequencer[str] = Sequencer(committed={"state-p0": 0}.get, compacted=lambda p: p.startswith("state"))
     sequencer.start(1)
-    assert [sequencer.admit("state-p0", o) for o in (0, 5, 9)] == [Admit.APPLY] * 3
+    return sequencer
+
+
+def test_a_compacted_topic_applies_past_holes_its_survey_shows() -> None:
+    """Compaction removes superseded records; the broker says which offsets are gone."""
+    sequencer = _compacted()
+    assert sequencer.admit("state-p0", 0) is Admit.APPLY
+    assert sequencer.admit("state-p0", 5) is Admit.AHEAD  # a hole, or records the consumer dropped?
+    assert sequencer.surveys_due() == {"state-p0": (1, 5)}
+    assert sequencer.rewinds(now=0.0) == {}  # no rewind before the survey answers
+    sequencer.surveyed("state-p0", Survey(first=1, last=40, existing=(5, 9, 12, 40)))
+    assert sequencer.surveys_due() == {}
+    assert sequencer.rewinds(now=0.0) == {"state-p0": 1}  # deliver the held-back record again
+    assert [sequencer.admit("state-p0", o) for o in (5, 9, 12)] == [Admit.APPLY] * 3  # holes: applied at once
     assert sequencer.admit("state-p0", 7) is Admit.DUPLICATE
-    assert sequencer.rewinds(now=10.0) == {}
+
+
+def test_a_jump_over_records_that_exist_on_a_compacted_topic_is_a_gap() -> None:
+    sequencer = _compacted()
+    sequencer.surveyed("state-p0", Survey(first=0, last=40, existing=(0, 3, 5)))
+    assert sequencer.admit("state-p0", 0) is Admit.APPLY
+    assert sequencer.admit("state-p0", 5) is Admit.AHEAD  # 3 exists: the consumer dropped it
+    assert sequencer.surveys_due() == {}
+    assert sequencer.rewinds(now=0.0) == {"state-p0": 1}
+    assert [sequencer.admit("state-p0", o) for o in (3, 5)] == [Admit.APPLY] * 2
+
+
+def test_a_survey_answers_only_for_the_offsets_it_read() -> None:
+    survey = Survey(first=10, last=20, existing=(10, 14, 20))
+    assert survey.hole(11, 14) is True
+    assert survey.hole(11, 15) is False
+    assert survey.hole(9, 14) is None
+    assert survey.hole(15, 22) is None
