@@ -230,13 +230,6 @@ async def test_every_routed_record_lands_in_its_tables_exactly_once(sink_setting
         client.close()
 
 
-# Known gap (issues 3 and 5). The commit stall this test used to hit is gone (streams/progress.py); both runs since
-# failed the plan check instead: after the restart a thread-state partition got [237..245] planned inside the
-# [212..245] planned before the kill. The likely cause: thread-state is compacted, so the sequencer applies a later
-# offset at once (holes are compaction's), and a run of records Faust fetched and dropped is then skipped, not
-# rewound; the sink resumed its replay of [212..245] at 237. Strict once dropped records on compacted topics are told
-# apart from compaction holes.
-@pytest.mark.xfail(reason="records dropped by Faust on a compacted topic are skipped (see comment)", strict=False)
 async def test_a_sigkill_mid_stream_neither_loses_nor_repeats_a_row(sink_settings: Settings, tmp_path: Path) -> None:
     settings = sink_settings
     records = list(generate(SimulationConfig(threads=60, turns_per_thread=40, seed=11)))
