@@ -24,13 +24,13 @@
 4. Faust counts a jump between two records it reads of a partition as a gap left by compaction, and those offsets as
    acknowledged. After a seek back (streams/sequencer.py rewinds) a record fetched before the seek still arrives
    behind it, and the jump it makes is no compaction: its offsets were not applied. Such gaps are now kept only for
-   compacted topics (`apply(compacted=...)`); a hole in another topic counts only once the sequencer gave up waiting
-   for it (`add_verified_gap`). And the acknowledged offsets are kept free of repeats: a gap-filled offset acknowledged
-   again stalled commits to one offset per commit interval.
+   compacted topics (`apply(compacted=...)`). And the acknowledged offsets are kept free of repeats: a gap-filled
+   offset acknowledged again stalled commits to one offset per commit interval.
 
 5. For the topics our agents read through `streams.runtime.OrderedIntake`, the commit is not counted from
    acknowledgements at all but from the positions each reader reports (`streams.progress`); `track_progress`
-   attaches that to an app. Acknowledgements still end Faust's wait for in-flight records before a rebalance.
+   attaches that to an app (a hole the sequencer gives up on is then passed by its report, no gap needed).
+   Acknowledgements still end Faust's wait for in-flight records before a rebalance.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def _new_offset(self: Consumer, tp: TP) -> int | None:
     if progress is not None and progress.handles(tp.topic):
         self._acked.pop(tp, None)  # not what commits here; kept from growing
         self._acked_index.pop(tp, None)
+        self._gap.pop(tp, None)
         return progress.committable(tp, self.app.consumer_generation_id)
     acked = self._acked[tp]
     if not acked:
@@ -107,14 +108,6 @@ def _ack(self: Consumer, message: Message) -> bool:
 async def _add_gap(self: Consumer, tp: TP, offset_from: int, offset_to: int) -> None:
     if tp.topic in _COMPACTED:
         await _upstream_add_gap(self, tp, offset_from, offset_to)
-
-
-def add_verified_gap(consumer: Consumer, tp: TP, offset_from: int, offset_to: int) -> None:
-    """Count offsets `offset_from..offset_to` of `tp` as acknowledged: they are known to be gone. (Upstream's
-    `_add_gap` would leave out the committed offset itself.)"""
-    gap = consumer._gap[tp]
-    gap.addi(offset_from, offset_to + 1)  # intervals exclude their end
-    gap.merge_overlaps()
 
 
 async def _wait_empty(self: Consumer) -> None:

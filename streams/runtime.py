@@ -129,7 +129,7 @@ class KeyedFold(Generic[S]):
         self.lock = asyncio.Lock()
         topics = [settings.topic(n) for n in inputs]
         self.intake = OrderedIntake(runtime, name, topics, busy=self.lock.locked)
-        self.owner_topic = settings.topic(inputs[0])
+        self.owner_topic = topics[0]
         self.name = name
         self.census = census
         self._decoded: dict[bytes, tuple[bytes, S]] = {}
@@ -271,8 +271,6 @@ class OrderedIntake:
             return None
         self.sequencer.start(app.consumer_generation_id)
         verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
-        while self.sequencer.abandoned:
-            faust_fixes.add_verified_gap(app.consumer, *self.sequencer.abandoned.pop())
         await self.rewind()
         return verdicts
 

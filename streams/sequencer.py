@@ -100,8 +100,6 @@ class Sequencer(Generic[P]):
     _gaps: dict[P, _Gap] = field(default_factory=dict)
     _watches: dict[P, _Watch] = field(default_factory=dict)
     _surveys: dict[P, Survey] = field(default_factory=dict)
-    abandoned: list[tuple[P, int, int]] = field(default_factory=list)
-    """Holes (partition, first, last offset) given up on: the caller counts them as consumed so commits pass them."""
 
     def start(self, generation: int) -> None:
         """Forget positions when the consumer generation changes: assignments and committed offsets moved."""
@@ -129,7 +127,6 @@ class Sequencer(Generic[P]):
             if not gap.exhausted:
                 return Admit.AHEAD
             log.error("offsets %d..%d of %s never arrived (deleted by retention?)", expected, offset - 1, partition)
-            self.abandoned.append((partition, expected, offset - 1))
         self._next[partition] = offset + 1
         if gap is not None:
             if gap.held_back > offset:  # records past this one were held back: they must be delivered again

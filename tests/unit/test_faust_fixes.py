@@ -11,7 +11,7 @@ from faust.types import TP
 from intervaltree import IntervalTree
 
 from streams import faust_fixes
-from streams.faust_fixes import _add_gap, _new_offset, add_verified_gap
+from streams.faust_fixes import _add_gap, _new_offset
 from streams.settings import Settings
 from streams.topics import compacted_topics
 
@@ -78,10 +78,3 @@ def test_topics_read_through_the_intake_commit_the_reported_positions() -> None:
     progress.done("engine", 3, EVENTS, 12)
     assert _new_offset(consumer, EVENTS) == 12
     assert _new_offset(consumer, STATES) == 13  # not registered: by acknowledgements
-
-
-def test_a_hole_the_sequencer_gave_up_on_is_committed_past_from_its_first_offset() -> None:
-    consumer = _consumer(committed=10, acked=[15, 16])
-    assert _new_offset(consumer, EVENTS) is None
-    add_verified_gap(consumer, EVENTS, 10, 14)
-    assert _new_offset(consumer, EVENTS) == 17

@@ -49,7 +49,6 @@ def test_rewinds_of_one_hole_are_spaced_and_bounded_then_the_hole_is_accepted() 
     assert sequencer.rewinds(now=4.0) == {}  # retries used up and waited for: the records are gone
     assert sequencer.admit("p0", 7) is Admit.APPLY
     assert sequencer.admit("p0", 8) is Admit.APPLY
-    assert sequencer.abandoned == [("p0", 0, 6)]  # for the caller to let commits pass the hole
 
 
 def test_a_partition_whose_records_never_arrive_is_rewound_once_it_stalls() -> None:
