@@ -57,7 +57,8 @@ class CompactionFinished(Record):
     thread_id: Id
     project_id: Id
     trigger_mode: TriggerMode
-    model: Name | None = Field(default=None, description="Model profile of the thread, when known.")
+    model: Name | None = Field(default=None, description="Model of the thread's latest usage sample, when known.")
+    model_profile: Name | None = Field(default=None, description="The profile that model maps to (codex, ...).")
     started_at: Timestamp | None = None
     completed_at: Timestamp
     tokens_before: TokenCount | None = None

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, Strict, ValidationError
 
-from schemas.base import Count, Flag, Id, IdList, Name, Percent, Record, Timestamp, TokenCount
+from schemas.base import Count, Flag, Id, IdList, Name, Percent, Record, Timestamp, TokenCount, Version
 from schemas.enums import ContextBudgetLevel, TriggerMode
 from schemas.session_events import ContextManifest
 
@@ -38,6 +38,7 @@ MAX_SURFACE_ENTRIES = 1_024
 MAX_COMPACTION_HISTORY = 64
 MAX_RECENT_EVENT_IDS = 4_096
 
+SignedTotal = Annotated[int, Strict(), Field(ge=-(2**53), le=2**53)]
 Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 """A non-negative running statistic (tokens per turn, tokens per second, their variances)."""
 
@@ -90,6 +91,27 @@ class GrowthStats(Record):
     last_turn_tokens: TokenCount | None = None
 
 
+class EstimateAccuracy(Record):
+    """Running totals of how far the projection was from the provider sample that followed it (estimator error).
+
+    Each usage sample checks the projection made just before it: the estimate of what that request would carry.
+    Totals, not a list, so the state stays bounded; readers difference them over time (per thread and day).
+    """
+
+    checks: Count = 0
+    abs_error_tokens: Version = Field(default=0, description="Sum of |projected - sampled| over the checks.")
+    signed_error_tokens: SignedTotal = Field(default=0, description="Sum of projected - sampled (above 0: over).")
+    sampled_tokens: Version = Field(default=0, description="Sum of the samples checked against.")
+
+    def checked(self, projected: int, sampled: int) -> EstimateAccuracy:
+        return EstimateAccuracy(
+            checks=self.checks + 1,
+            abs_error_tokens=self.abs_error_tokens + abs(projected - sampled),
+            signed_error_tokens=self.signed_error_tokens + projected - sampled,
+            sampled_tokens=self.sampled_tokens + sampled,
+        )
+
+
 class ReadingMark(Record):
     """The last emitted reading, against which the next one is judged (step and level boundary)."""
 
@@ -124,6 +146,7 @@ class ProjectionState(Record):
         default_factory=list, description="Finished compactions, newest last (bounded)."
     )
     truncated_tool_results: Count = 0
+    estimate_accuracy: EstimateAccuracy = Field(default_factory=EstimateAccuracy)
     compact_requests: Count = 0
     last_compact_requested_at: Timestamp | None = None
     growth: GrowthStats = Field(default_factory=GrowthStats)
@@ -198,11 +221,14 @@ class ThreadProjection(Record):
     surface_tokens: TokenCount
     context_window_tokens: TokenCount
     heuristic: Flag = False
+    estimated_remaining_turns: Count | None = None
+    estimated_remaining_large_messages: Count | None = None
     compaction_expected_at: Timestamp | None = None
     compaction_expected_earliest_at: Timestamp | None = None
     compaction_expected_latest_at: Timestamp | None = None
     last_compaction_trigger_mode: TriggerMode | None = None
     truncated_tool_results: Count = 0
+    estimate_accuracy: EstimateAccuracy = Field(default_factory=EstimateAccuracy)
     latest_manifest: ContextManifest | None = None
     updated_at: Timestamp
 

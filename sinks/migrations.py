@@ -369,6 +369,164 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        6,
+        "analytics: projection history, compactions by model profile, and the analysts' views",
+        (
+            # Every published projection of a thread: its forecast over time, and the running totals (truncated tool
+            # results, estimator error) that the daily views difference.
+            """
+            CREATE TABLE IF NOT EXISTS thread_projection_history
+            (
+                thread_id String,
+                project_id LowCardinality(Nullable(String)),
+                projected_tokens UInt32,
+                sampled_tokens Nullable(UInt32),
+                surface_tokens UInt32,
+                context_window_tokens UInt32,
+                heuristic Bool,
+                estimated_remaining_turns Nullable(UInt32),
+                estimated_remaining_large_messages Nullable(UInt32),
+                compaction_expected_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_earliest_at Nullable(DateTime64(3, 'UTC')),
+                compaction_expected_latest_at Nullable(DateTime64(3, 'UTC')),
+                truncated_tool_results UInt32,
+                estimate_checks UInt32,
+                estimate_abs_error_tokens UInt64,
+                estimate_signed_error_tokens Int64,
+                estimate_sampled_tokens UInt64,
+                updated_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD)
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(updated_at)
+            ORDER BY (thread_id, updated_at)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            "ALTER TABLE compaction_events ADD COLUMN IF NOT EXISTS model_profile LowCardinality(Nullable(String))",
+            # The views read history at least once per id: folds publish at least once, so a replayed output can
+            # repeat a row (the same id) that the sinks' tokens cannot tell from a new one. `LIMIT 1 BY id` drops it.
+            #
+            # Seconds per engine level, per thread and UTC day. Each `thread.context.updated` event holds its level
+            # until the thread's next one; the interval counts on the day it started, and a thread's newest event
+            # (still open) counts only once a later one closes it.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_level_time AS
+            SELECT toDate(occurred_at) AS day, project_id, thread_id, assumeNotNull(context_budget_level) AS level,
+                   sum(dateDiff('millisecond', occurred_at, next_at)) / 1000 AS seconds
+            FROM
+            (
+                SELECT project_id, thread_id, occurred_at, context_budget_level,
+                       leadInFrame(occurred_at) OVER following AS next_at,
+                       count() OVER following AS closed
+                FROM (SELECT * FROM context_events WHERE event_type = 'thread.context.updated' LIMIT 1 BY event_id)
+                WINDOW following AS (
+                    PARTITION BY thread_id ORDER BY occurred_at, event_id ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING
+                )
+            )
+            WHERE closed = 2
+            GROUP BY day, project_id, thread_id, level
+            """,
+            # Compactions per UTC day by trigger mode and model profile, and how many had a ready handoff package
+            # when they started (spec 9.5: the share should be 1).
+            """
+            CREATE VIEW IF NOT EXISTS analytics_compactions_daily AS
+            SELECT toDate(completed_at) AS day, project_id, trigger_mode,
+                   ifNull(model_profile, 'unknown') AS model_profile,
+                   count() AS compactions,
+                   countIf(handoff_ready) AS with_ready_handoff,
+                   with_ready_handoff / compactions AS ready_handoff_share
+            FROM (SELECT * FROM compaction_events LIMIT 1 BY event_id)
+            GROUP BY day, project_id, trigger_mode, model_profile
+            """,
+            # Per package that became ready: how long after its thread entered urgent (or critical) from a healthier
+            # level. NULL when the thread was not urgent at the time: the package was ready first, the best case.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_urgent_to_handoff_ready AS
+            SELECT p.handoff_package_id AS handoff_package_id, p.project_id AS project_id,
+                   p.from_thread_id AS thread_id, p.ready_at AS ready_at,
+                   if(c.entered, c.occurred_at, NULL) AS urgent_at,
+                   dateDiff('millisecond', urgent_at, ready_at) / 1000 AS seconds_from_urgent
+            FROM
+            (
+                SELECT handoff_package_id, project_id, from_thread_id, assumeNotNull(ready_at) AS ready_at
+                FROM thread_handoff_packages FINAL
+                WHERE ready_at IS NOT NULL
+            ) AS p
+            ASOF LEFT JOIN
+            (
+                SELECT thread_id, occurred_at, context_budget_level IN ('urgent', 'critical') AS entered
+                FROM
+                (
+                    SELECT * FROM context_events WHERE event_type = 'thread.context.level_changed' LIMIT 1 BY event_id
+                )
+                WHERE (context_budget_level IN ('urgent', 'critical')) != (previous_level IN ('urgent', 'critical'))
+            ) AS c
+            ON p.from_thread_id = c.thread_id AND p.ready_at >= c.occurred_at
+            """,
+            # Per alert: seconds from opening to acknowledgement and to resolution (NULL while not yet there).
+            """
+            CREATE VIEW IF NOT EXISTS analytics_alert_response AS
+            SELECT alert_id, project_id, thread_id, alert_type, alert_status, opened_at, acked_at, resolved_at,
+                   dateDiff('millisecond', opened_at, acked_at) / 1000 AS seconds_to_ack,
+                   dateDiff('millisecond', opened_at, resolved_at) / 1000 AS seconds_to_resolve
+            FROM thread_context_alerts FINAL
+            """,
+            # Per thread and UTC day, from the projection's running totals (the day's last value minus the day
+            # before's): truncated tool results, and the estimator's error against each next provider sample. Totals
+            # restart from 0 only when a state of an older fold version is restored (`reset`): that day counts whole.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_projection_daily AS
+            SELECT day, project_id, thread_id,
+                   if(truncated < lagInFrame(truncated, 1, 0) OVER previous,
+                      truncated, truncated - lagInFrame(truncated, 1, 0) OVER previous) AS truncated_tool_results,
+                   checks < lagInFrame(checks, 1, 0) OVER previous AS reset,
+                   if(reset, checks, checks - lagInFrame(checks, 1, 0) OVER previous) AS estimate_checks,
+                   if(reset, abs_error, abs_error - lagInFrame(abs_error, 1, 0) OVER previous) AS abs_error_tokens,
+                   if(reset, signed_error, signed_error - lagInFrame(signed_error, 1, 0) OVER previous)
+                       AS signed_error_tokens,
+                   if(reset, sampled, sampled - lagInFrame(sampled, 1, 0) OVER previous) AS sampled_tokens,
+                   if(estimate_checks > 0, abs_error_tokens / estimate_checks, NULL) AS mean_abs_error_tokens,
+                   if(estimate_checks > 0, signed_error_tokens / estimate_checks, NULL) AS mean_signed_error_tokens,
+                   if(sampled_tokens > 0, abs_error_tokens / sampled_tokens, NULL) AS relative_abs_error
+            FROM
+            (
+                SELECT toDate(updated_at) AS day, thread_id, argMax(project_id, updated_at) AS project_id,
+                       argMax(truncated_tool_results, updated_at) AS truncated,
+                       argMax(estimate_checks, updated_at) AS checks,
+                       argMax(estimate_abs_error_tokens, updated_at) AS abs_error,
+                       argMax(estimate_signed_error_tokens, updated_at) AS signed_error,
+                       argMax(estimate_sampled_tokens, updated_at) AS sampled
+                FROM thread_projection_history
+                GROUP BY thread_id, day
+            )
+            WINDOW previous AS (PARTITION BY thread_id ORDER BY day ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+            """,
+            # Per forecast a worker sent itself (issue 6): its compaction time against the engine's projection of
+            # the same thread as it stood when the snapshot was captured.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_forecast_comparison AS
+            SELECT s.project_id AS project_id, s.thread_id AS thread_id, s.snapshot_id AS snapshot_id,
+                   s.source_kind AS source_kind, s.captured_at AS captured_at,
+                   s.compaction_expected_at AS worker_expected_at,
+                   p.compaction_expected_at AS engine_expected_at,
+                   p.compaction_expected_earliest_at AS engine_earliest_at,
+                   p.compaction_expected_latest_at AS engine_latest_at,
+                   dateDiff('millisecond', engine_expected_at, worker_expected_at) / 1000
+                       AS worker_minus_engine_seconds,
+                   worker_expected_at BETWEEN engine_earliest_at AND engine_latest_at AS within_engine_band,
+                   s.estimated_remaining_turns AS worker_remaining_turns,
+                   p.estimated_remaining_turns AS engine_remaining_turns
+            FROM
+            (
+                SELECT *
+                FROM thread_context_snapshots
+                WHERE source_kind != 'worker_estimator' AND compaction_expected_at IS NOT NULL
+                LIMIT 1 BY snapshot_id
+            ) AS s
+            ASOF JOIN thread_projection_history AS p ON s.thread_id = p.thread_id AND s.captured_at >= p.updated_at
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {
@@ -378,6 +536,7 @@ HISTORY_TIME_COLUMNS: dict[str, str] = {
     "compaction_events": "completed_at",
     "master_actions": "issued_at",
     "deadletter": "received_at",
+    "thread_projection_history": "updated_at",
 }
 """History tables and the time column they are partitioned and expired by."""
 DEFAULT_HISTORY_TTL_DAYS = 365

@@ -244,6 +244,31 @@ COMPACTION_EVENTS = TableSpec(
         "tokens_after",
         "summary_token_count",
         "handoff_ready",
+        "model_profile",
+    ),
+)
+
+THREAD_PROJECTION_HISTORY = TableSpec(
+    "thread_projection_history",
+    columns(
+        "thread_id",
+        "project_id",
+        "projected_tokens",
+        "sampled_tokens",
+        "surface_tokens",
+        "context_window_tokens",
+        "heuristic",
+        "estimated_remaining_turns",
+        "estimated_remaining_large_messages",
+        "compaction_expected_at",
+        "compaction_expected_earliest_at",
+        "compaction_expected_latest_at",
+        "truncated_tool_results",
+        "updated_at",
+        estimate_checks=lambda p: p.estimate_accuracy.checks,
+        estimate_abs_error_tokens=lambda p: p.estimate_accuracy.abs_error_tokens,
+        estimate_signed_error_tokens=lambda p: p.estimate_accuracy.signed_error_tokens,
+        estimate_sampled_tokens=lambda p: p.estimate_accuracy.sampled_tokens,
     ),
 )
 
@@ -279,6 +304,7 @@ TABLES: tuple[TableSpec, ...] = (
     ALERT_TRANSITIONS,
     COMPACTION_EVENTS,
     MASTER_ACTIONS,
+    THREAD_PROJECTION_HISTORY,
     DEADLETTER,
 )
 
@@ -321,7 +347,11 @@ ROUTES: Mapping[str, Route] = {
         Route("context-events", Codec(ContextEvent), (Target(CONTEXT_EVENTS),)),
         Route("client-events", Codec(CLIENT_EVENT_ADAPTER), (Target(CONTEXT_EVENTS),)),
         Route("compactions", Codec(CompactionFinished), (Target(COMPACTION_EVENTS),)),
-        Route("thread-projections", Codec(ThreadProjection), (Target(THREAD_CONTEXT_PROJECTION),)),
+        Route(
+            "thread-projections",
+            Codec(ThreadProjection),
+            (Target(THREAD_CONTEXT_PROJECTION), Target(THREAD_PROJECTION_HISTORY)),
+        ),
         Route("master-actions", Codec(MasterActionRecord), (Target(MASTER_ACTIONS),)),
         Route("deadletter", Codec(DeadLetter), (Target(DEADLETTER),)),
     )

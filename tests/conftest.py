@@ -15,6 +15,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,27 @@ def clickhouse(clickhouse_dsn: str):
     client = connect(clickhouse_dsn)
     yield client
     client.close()
+
+
+@contextlib.contextmanager
+def fresh_database(client: Any) -> Iterator[Any]:
+    """The client switched to an empty database of its own for the block (chdb allows one client per data path)."""
+    name = f"fresh_{uuid.uuid4().hex[:8]}"
+    client.command(f"CREATE DATABASE {name}")
+    previous = client.query("SELECT currentDatabase()").result_rows[0][0]
+    client.database = name
+    try:
+        yield client
+    finally:
+        client.database = previous
+        client.command(f"DROP DATABASE {name}")
+
+
+@pytest.fixture
+def fresh_db(clickhouse: Any) -> Iterator[Any]:
+    """An empty database on the session's client."""
+    with fresh_database(clickhouse) as client:
+        yield client
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def apply(
     if step.compact_requested is not None and changed.project_id is not None:
         emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
     if isinstance(record, CompactionCompleted) and changed.project_id is not None:
-        emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record)))
+        emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record, projection.profiles)))
     return Change(changed, emits)
 
 
@@ -135,11 +135,14 @@ def thread_projection(state: ProjectionState, reading: BudgetReading) -> ThreadP
         surface_tokens=reading.surface_tokens,
         context_window_tokens=reading.window_tokens,
         heuristic=reading.heuristic,
+        estimated_remaining_turns=reading.estimated_remaining_turns,
+        estimated_remaining_large_messages=reading.estimated_remaining_large_messages,
         compaction_expected_at=reading.compaction_expected_at,
         compaction_expected_earliest_at=reading.compaction_expected_low_at,
         compaction_expected_latest_at=reading.compaction_expected_high_at,
         last_compaction_trigger_mode=last.trigger_mode if last else None,
         truncated_tool_results=state.truncated_tool_results,
+        estimate_accuracy=state.estimate_accuracy,
         latest_manifest=state.manifest,
         updated_at=reading.occurred_at,
     )
@@ -181,15 +184,17 @@ def _compact_now(state: ProjectionState, request: CompactRequested) -> MasterAct
     )
 
 
-def _finished(state: ProjectionState, completed: CompactionCompleted) -> CompactionFinished:
+def _finished(state: ProjectionState, completed: CompactionCompleted, profiles: ProfileSet) -> CompactionFinished:
     assert state.project_id is not None
     record = state.compactions[-1] if state.compactions else None
+    model = state.sample.model if state.sample else None
     return CompactionFinished(
         event_id=completed.event_id,
         thread_id=state.thread_id,
         project_id=state.project_id,
         trigger_mode=completed.trigger_mode,
-        model=state.sample.model if state.sample else None,
+        model=model,
+        model_profile=profiles.for_model(model).name,
         started_at=record.started_at if record else None,
         completed_at=completed.occurred_at,
         tokens_before=completed.tokens_before,

@@ -8,7 +8,8 @@ compaction summary in arrival order. When a sample lands the surface is noted (`
     projected_tokens = max(0, pressure_tokens + (surface_tokens - sampled_surface_tokens))
 
 so only the change since the sample is estimated and the anchor stays exact. A compaction summary replaces the span it
-summarises, the surface drops, and the projection falls at once while the sample does not move.
+summarises, the surface drops, and the projection falls at once while the sample does not move. Each sample also
+scores the projection made before it (`estimate_accuracy`: the estimator error analysts read per thread and day).
 
 Replays change nothing: the ids of the latest `dedupe_window` events applied are kept, and an older usage sample never
 replaces a newer one. The fold is pure apart from the estimator's text cache, which only saves work.
@@ -212,11 +213,14 @@ def _apply_usage(
         model=event.model or (state.sample.model if state.sample else None),
         context_window_tokens=event.context_window_tokens,
     )
-    update = {
+    update: dict[str, object] = {
         "sample": sample,
         "sampled_surface_tokens": state.surface_tokens,
         "growth": observe_turn(state.growth, event.input_tokens, event.occurred_at, config.forecast),
     }
+    if state.sample is not None or state.surface_tokens > 0:
+        # The projection until now was the estimate of what this request carried: score it against the exact count.
+        update["estimate_accuracy"] = state.estimate_accuracy.checked(state.projected_tokens, event.input_tokens)
     return state.model_copy(update=update), False
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,20 +42,6 @@ NO_WAIT = Backoff(first_seconds=0.0, attempts=5)
 def db(clickhouse) -> Any:
     migrate(clickhouse)
     return clickhouse
-
-
-@pytest.fixture
-def fresh_db(clickhouse) -> Iterator[Any]:
-    """An empty database on the session's client (chdb allows one client per data path)."""
-    name = f"fresh_{uuid.uuid4().hex[:8]}"
-    clickhouse.command(f"CREATE DATABASE {name}")
-    previous = clickhouse.query("SELECT currentDatabase()").result_rows[0][0]
-    clickhouse.database = name
-    try:
-        yield clickhouse
-    finally:
-        clickhouse.database = previous
-        clickhouse.command(f"DROP DATABASE {name}")
 
 
 def scenario() -> tuple[str, dict[str, list[Record]]]:

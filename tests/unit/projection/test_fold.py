@@ -235,6 +235,22 @@ def test_manifest_is_kept_and_its_first_arrival_after_a_sample_does_not_read_as_
     assert grown.projected_tokens == 3_600  # a larger system prompt and a memory section join the next request
 
 
+def test_each_usage_sample_scores_the_projection_made_before_it() -> None:
+    first = run_from(None, [usage(3_000, 1)])
+    assert first.estimate_accuracy.checks == 0  # nothing was projected before the first sample
+    # projected 3,000 + 500 = 3,500 before a request that carried 3,400 (100 over), then 3,400 + 200 against 3,700
+    state = run_from(first, [message(500, 2), usage(3_400, 3), message(200, 4), usage(3_700, 5)])
+    accuracy = state.estimate_accuracy
+    assert (accuracy.checks, accuracy.abs_error_tokens, accuracy.signed_error_tokens) == (2, 100 + 100, 100 - 100)
+    assert accuracy.sampled_tokens == 3_400 + 3_700
+    assert step(state, usage(1_000, 4)) is UNCHANGED  # a late sample scores nothing
+
+
+def test_a_thread_without_a_sample_scores_its_surface_estimate() -> None:
+    state = run_from(None, [message(1_200, 1), usage(1_000, 2)])
+    assert (state.estimate_accuracy.checks, state.estimate_accuracy.signed_error_tokens) == (1, 200)
+
+
 def test_a_late_usage_sample_never_replaces_a_newer_one() -> None:
     state = run_from(None, [usage(9_000, 10)])
     assert step(state, usage(1_000, 5)) is UNCHANGED
