@@ -1,13 +1,17 @@
-"""Engine throughput, printed as figures with baselines measured in the same run (machines here are noisy).
+"""Worker throughput, printed as figures with baselines measured in the same run (machines here are noisy).
 
     .venv/bin/python bench/engine_bench.py [--threads 200] [--turns 60] [--bootstrap HOST:PORT]
 
 1. In process: the pure batch function (decode, fold, slot encode/decode, output building) against the baseline of
    only decoding the same records with the schema codecs.
-2. On a broker (`--bootstrap`, or the local one from `ctxbudget kafka up`): one worker process draining a backlog of
-   simulator traffic, against the raw aiokafka consume-and-produce ceiling on the same broker and records.
+2. On a broker (`--bootstrap`, or the local one from `ctxbudget kafka up`): one worker process (`ctxbudget run`: engine,
+   projection, aggregates, sinks into embedded chdb, API) draining a backlog of simulator traffic, against the raw
+   aiokafka consume-and-produce ceiling on the same broker and records. From the worker's own metrics over the drain:
+   records/s each agent applied (the projection's are session events and thread states), and rows/s and rows per
+   insert of each ClickHouse table the sinks wrote.
 3. On the same worker, at a steady paced rate: end-to-end latency from producing a snapshot to its `thread-state`
-   record arriving at a consumer, p50 and p99.
+   record arriving at a consumer, p50 and p99; and, meanwhile, from producing a snapshot to the API reading it from
+   `thread_context_latest` (what the BFF shows).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,9 +30,12 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
+from api.cli import operator_token
 from schemas import SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.batching import InputMessage
@@ -95,6 +104,26 @@ async def _committed(settings: Settings) -> dict:
         await admin.close()
 
 
+def faust_floor(settings: Settings, total: int) -> float:
+    """Records/s of `bench/faust_floor.py` over the same backlog: the most any Faust agent here can do."""
+    script = Path(__file__).with_name("faust_floor.py")
+    args = [sys.executable, str(script), str(settings.kafka_bootstrap_servers), settings.topic_prefix, str(total)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=True)
+    return float(re.findall(r"floor (\d+) records/s", done.stdout)[-1])
+
+
+async def _caught_up(settings: Settings) -> bool:
+    """Whether the worker's group has committed every partition it reads up to that partition's end."""
+    committed = await _committed(settings)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets(list(committed))
+    finally:
+        await consumer.stop()
+    return all(committed[tp].offset >= end for tp, end in ends.items())
+
+
 async def raw_ceiling(settings: Settings, topics: list[str], total: int) -> float:
     """Consume every input record and produce one record per input: the floor cost of any Kafka processor."""
     consumer = AIOKafkaConsumer(*topics, bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -124,37 +153,132 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
     inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
     ends = await _end_offsets(settings, inputs)
     ceiling = await raw_ceiling(settings, inputs, sent)
+    floor = faust_floor(settings, sent)
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-"))
+    web_port, api_port = _free_port(), _free_port()
     env = {
         "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": str(settings.kafka_bootstrap_servers),
         "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
         "CTXBUDGET_TOPIC_PARTITIONS": str(settings.topic_partitions),
         "CTXBUDGET_APP_ID": settings.app_id,
         "CTXBUDGET_DATA_DIR": str(data_dir),
+        "CTXBUDGET_WORKER_WEB_PORT": str(web_port),
+        "CTXBUDGET_API_PORT": str(api_port),
         "PATH": "/usr/bin:/bin",
     }
     worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )  # fmt: skip
+    metrics_url = f"http://127.0.0.1:{web_port}/metrics"
     try:
-        started = None
-        while True:
-            await asyncio.sleep(0.5)
-            committed = await _committed(settings)
-            if started is None and any(v.offset > 0 for v in committed.values()):
-                started = time.perf_counter()  # first commit: the worker is up and consuming
-            if started is not None and all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
-                break
-        elapsed = time.perf_counter() - started
-        rate = sent / elapsed
-        print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
-        print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
-        print(f"  one engine worker (after start-up)   {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
-        await latency(settings, rate=LATENCY_RATE, seconds=LATENCY_SECONDS)
+        async with httpx.AsyncClient(timeout=10) as http:
+            started, before = None, {}
+            while True:
+                await asyncio.sleep(0.5)
+                committed = await _committed(settings)
+                if started is None and any(v.offset > 0 for v in committed.values()):
+                    started = time.perf_counter()  # first commit: the worker is up and consuming
+                    before = await _scrape(http, metrics_url)
+                if started is not None and all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
+                    break
+            elapsed = time.perf_counter() - started
+            after = await _scrape(http, metrics_url)
+            rate = sent / elapsed
+            while not await _caught_up(settings):  # noqa: ASYNC110 - polling the broker; derived topics too
+                await asyncio.sleep(0.5)
+            whole = sent / (time.perf_counter() - started)
+            print(
+                f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions"
+            )
+            print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
+            print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  ({floor / ceiling:.2f}x)")
+            print(f"  one worker (after start-up)          {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+            print(f"  ... every derived record sunk too    {whole:10.0f} records/s  ({whole / ceiling:.2f}x)")
+            _print_worker_figures(before, after, elapsed)
+            api = f"http://127.0.0.1:{api_port}"
+            token = operator_token(Settings(data_dir=data_dir))
+            await asyncio.gather(
+                latency(settings, rate=LATENCY_RATE, seconds=LATENCY_SECONDS),
+                visibility(settings, http, api, token, LATENCY_SECONDS),
+            )
     finally:
         worker.terminate()
         worker.wait(timeout=60)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def _scrape(http: httpx.AsyncClient, url: str) -> Samples:
+    text = (await http.get(url)).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _deltas(before: Samples, after: Samples, name: str, label: str) -> dict[str, float]:
+    """Per value of `label`, how much the counter `name` grew (summed over its other labels)."""
+    out: dict[str, float] = {}
+    for (sample, labels), value in after.items():
+        if sample == name:
+            key = dict(labels)[label]
+            out[key] = out.get(key, 0.0) + value - before.get((sample, labels), 0.0)
+    return out
+
+
+def _print_worker_figures(before: Samples, after: Samples, elapsed: float) -> None:
+    applied = _deltas(before, after, "ctxbudget_records_consumed_total", "agent")
+    print("  records applied per agent over the drain (the worker's metrics):")
+    for agent, n in sorted(applied.items()):
+        print(f"    {agent:28s} {n / elapsed:10.0f} records/s")
+    rows = _deltas(before, after, "ctxbudget_sink_rows_written_total", "table")
+    inserts = _deltas(before, after, "ctxbudget_sink_batch_rows_count", "table")
+    print("  ClickHouse rows written per table over the drain:")
+    for table, n in sorted(rows.items()):
+        per_insert = n / inserts[table] if inserts.get(table) else 0.0
+        print(f"    {table:28s} {n / elapsed:10.0f} rows/s  {per_insert:8.0f} rows per insert")
+
+
+async def visibility(settings: Settings, http: httpx.AsyncClient, api: str, token: str, seconds: float) -> None:
+    """One probe snapshot at a time, each polled for through the API until `thread_context_latest` shows it."""
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", linger_ms=0)
+    await producer.start()
+    headers = {"Authorization": f"Bearer {token}"}
+    waits: list[float] = []
+    try:
+        deadline = time.perf_counter() + seconds
+        probe = 0
+        while time.perf_counter() < deadline:
+            snapshot = _paced_snapshot(probe, thread=f"visible-{uuid.uuid4().hex[:8]}")
+            url = f"{api}/api/v1/threads/{snapshot.thread_id}/context-budget"
+            sent = time.perf_counter()
+            await producer.send_and_wait(settings.topic("snapshots"), encode_record(snapshot),
+                                         key=snapshot.thread_id.encode())  # fmt: skip
+            while time.perf_counter() - sent < 30:
+                answer = await http.get(url, headers=headers)
+                if answer.status_code == 200:
+                    waits.append(time.perf_counter() - sent)
+                    break
+                await asyncio.sleep(0.02)
+            probe += 1
+    finally:
+        await producer.stop()
+    waits.sort()
+    if waits:
+        p50, p99 = (waits[int(q * (len(waits) - 1))] * 1000 for q in (0.5, 0.99))
+        print(f"  visible through the API (produced -> thread_context_latest read back, polled every 20 ms):"
+              f" p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(waits)} probes")  # fmt: skip
+    else:
+        print("  visible through the API: no probe became visible within 30 s")
 
 
 async def latency(settings: Settings, rate: float, seconds: float) -> None:
@@ -201,9 +325,9 @@ async def latency(settings: Settings, rate: float, seconds: float) -> None:
           f" (snapshot produced -> thread-state consumed; {len(sent_at)} of {total} not seen)")  # fmt: skip
 
 
-def _paced_snapshot(i: int) -> ThreadContextSnapshot:
+def _paced_snapshot(i: int, thread: str | None = None) -> ThreadContextSnapshot:
     """Fresh threads (one snapshot each time round), each newer than the last, walking the budget down."""
-    thread, turn = f"latency-{i % 100:03d}", i // 100
+    thread, turn = thread or f"latency-{i % 100:03d}", i // 100
     pct = max(1.0, 95.0 - turn)
     return ThreadContextSnapshot(
         snapshot_id=f"{thread}-{turn}", snapshot_version=turn + 1, thread_id=thread, project_id="latency",
