@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from api.app import create_app
 from api.server import running
@@ -58,6 +58,21 @@ class LiveApi:
 
 def user_token(project: str) -> str:
     return issue_token(SECRET, Role.USER, "kris", [project], ttl=timedelta(hours=1))
+
+
+async def signed_in(tab: BrowserContext, url: str, token: str, route: str = "#/") -> Page:
+    """A page of the API at `url` opened at `route`, whose token was typed into the sign-in form, with the live
+    stream open."""
+    page = await tab.new_page()
+    await page.goto(f"{url}/{route}")
+    await page.get_by_label("Bearer token").fill(token)
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#live-status")).to_have_text("live", timeout=15_000)
+    return page
+
+
+def conversation_row(page: Page, conversation_id: str) -> Any:
+    return page.locator(f'li[data-conversation-id="{conversation_id}"]')
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import BrowserContext, expect
 
 from api.event_ids import decode_event_id
 from schemas import Record
-from tests.browser.conftest import LiveApi, user_token
+from tests.browser.conftest import LiveApi, conversation_row, signed_in, user_token
 from tests.browser.scenario import SECTIONS, STRATEGY, WINDOW_TOKENS, World, indicator_changed, minute, risk_changed
 from tests.integration.test_api import produce, store
 from tests.unit.sinks.records import compaction
@@ -27,24 +27,10 @@ LIVE_WITHIN_MS = 5_000
 """A new value reaches an open page within this long (it is one broker hop and one fetch away)."""
 
 
-async def signed_in(tab: BrowserContext, api: LiveApi, token: str, route: str = "#/") -> Page:
-    """A page opened at `route` whose token was typed into the sign-in form, with the live stream open."""
-    page = await tab.new_page()
-    await page.goto(f"{api.url}/{route}")
-    await page.get_by_label("Bearer token").fill(token)
-    await page.keyboard.press("Enter")
-    await expect(page.locator("#live-status")).to_have_text("live", timeout=15_000)
-    return page
-
-
 async def publish(api: LiveApi, client: Any, tag: str, rows: tuple[str, list[Record]], event: Record) -> None:
     """What the pipeline does for a change: the sink writes the row, the stream publishes the client event."""
     store(client, tag, *rows)
     await produce(api.settings, "client-events", [(b"browser-test", event)])
-
-
-def conversation_row(page: Page, conversation_id: str) -> Any:
-    return page.locator(f'li[data-conversation-id="{conversation_id}"]')
 
 
 async def times(locator: Any) -> list[datetime]:
@@ -55,7 +41,7 @@ async def times(locator: Any) -> list[datetime]:
 async def test_the_home_list_is_pinned_then_latest_with_grey_rings_and_none_on_groups(
     live_api: LiveApi, world: World, tab: BrowserContext, artifacts: Path
 ) -> None:
-    page = await signed_in(tab, live_api, user_token(world.project))
+    page = await signed_in(tab, live_api.url, user_token(world.project))
     rows = page.locator("ol.conversations > li")
     await expect(rows).to_have_count(len(world.conversations))
     order = await rows.evaluate_all("rows => rows.map(r => r.dataset.conversationId)")
@@ -86,7 +72,7 @@ async def test_the_home_list_is_pinned_then_latest_with_grey_rings_and_none_on_g
 async def test_a_new_indicator_redraws_the_ring_within_seconds_without_reloading(
     live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any
 ) -> None:
-    page = await signed_in(tab, live_api, user_token(world.project))
+    page = await signed_in(tab, live_api.url, user_token(world.project))
     device = world.conversation("device")
     meter = conversation_row(page, device.conversation_id).get_by_role("meter")
     await expect(meter).to_have_accessible_name("context budget 52%, watch")
@@ -103,7 +89,7 @@ async def test_a_new_indicator_redraws_the_ring_within_seconds_without_reloading
 async def test_a_dropped_stream_resumes_with_last_event_id_and_gets_what_it_missed(
     live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any
 ) -> None:
-    page = await signed_in(tab, live_api, user_token(world.project))
+    page = await signed_in(tab, live_api.url, user_token(world.project))
     master = world.conversation("master")
     meter = conversation_row(page, master.conversation_id).get_by_role("meter")
     await expect(meter).to_have_accessible_name("context budget 80%, safe")
@@ -128,7 +114,7 @@ async def test_a_dropped_stream_resumes_with_last_event_id_and_gets_what_it_miss
 async def test_the_project_page_shows_every_thread_with_ring_and_level_the_next_risk_and_handoffs(
     live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any, artifacts: Path
 ) -> None:
-    page = await signed_in(tab, live_api, user_token(world.project))
+    page = await signed_in(tab, live_api.url, user_token(world.project))
     await expect(page.locator("ol.conversations > li")).to_have_count(len(world.conversations))
     for _ in range(10):  # by keyboard: Tab to the first conversation, Enter opens its project
         await page.keyboard.press("Tab")
@@ -165,7 +151,7 @@ async def test_the_project_page_shows_every_thread_with_ring_and_level_the_next_
 async def test_the_thread_page_shows_budget_forecast_compaction_checklist_handoff_and_composition(
     live_api: LiveApi, world: World, tab: BrowserContext, artifacts: Path
 ) -> None:
-    page = await signed_in(tab, live_api, user_token(world.project), f"#/projects/{world.project}")
+    page = await signed_in(tab, live_api.url, user_token(world.project), f"#/projects/{world.project}")
     await page.get_by_test_id("next-risk").focus()
     await page.keyboard.press("Enter")
     await expect(page.get_by_role("heading", level=1)).to_have_text(f"Thread {world.thread}")
@@ -209,7 +195,7 @@ async def test_a_user_of_another_project_sees_nothing_of_this_one(
                 settled.set()
 
     tab.on("request", on_request)
-    page = await signed_in(tab, live_api, user_token(world.other_project))
+    page = await signed_in(tab, live_api.url, user_token(world.other_project))
     rows = page.locator("ol.conversations > li")
     await expect(rows).to_have_count(1)
     await expect(rows).to_have_attribute("data-conversation-id", world.other_conversation.conversation_id)

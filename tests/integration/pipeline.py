@@ -51,6 +51,41 @@ def get_json(url: str, token: str | None = None) -> Any:
         return json.loads(response.read())
 
 
+def get_when_up(url: str, within: float, alive: Callable[[], bool] = lambda: True) -> str:
+    """GET a text body, retrying while the server does not answer yet, unless `alive` says it never will
+    (blocking)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.read().decode()
+        except OSError:
+            if time.monotonic() > deadline or not alive():
+                raise
+            time.sleep(0.5)
+
+
+def listed_conversation(api: str, token: str, conversation_id: str) -> dict[str, Any] | None:
+    """The conversation as the BFF lists it (6.1), or None while it is not listed (blocking)."""
+    body = get_json(f"{api}/api/v1/conversations", token)
+    return next((item for item in body["items"] if item["conversation_id"] == conversation_id), None)
+
+
+async def until_listed(
+    api: str, token: str, conversation_id: str, within: float, *, with_ring: bool = True
+) -> dict[str, Any]:
+    """Read the list until the conversation is in it, with a ring percent unless `with_ring` is False: the list
+    reads ClickHouse, so this waits for the sink to have written the pipeline's item."""
+    deadline = time.monotonic() + within
+    while True:
+        found = await asyncio.to_thread(listed_conversation, api, token, conversation_id)
+        if found is not None and (not with_ring or found["context_budget_indicator"].get("percent") is not None):
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{conversation_id} not listed within {within} s: {found}")
+        await asyncio.sleep(0.5)
+
+
 class WorkerProcess:
     """`ctxbudget run` against the test broker, in its own process so it can be killed like a real one."""
 
@@ -99,6 +134,20 @@ class WorkerProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    async def printed(self, label: str, within: float = 120) -> str:
+        """What the worker printed after `label` on a line of its own (`web page and API: `, `operator token: `)."""
+        deadline = time.monotonic() + within
+        while True:
+            for line in self.output().splitlines():
+                if line.startswith(label):
+                    return line.removeprefix(label).strip()
+            if not self.alive() or time.monotonic() > deadline:
+                raise AssertionError(f"the worker never printed {label!r}:\n{self.output()}")
+            await asyncio.sleep(0.2)
 
 
 async def produce(settings: Settings, records: list[tuple[str, bytes | str, bytes | Record]]) -> None:

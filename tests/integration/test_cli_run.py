@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.integration.pipeline import free_port
+from tests.integration.pipeline import free_port, get_when_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
@@ -40,7 +39,7 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
             rf"clickhouse: chdb://{tmp_path.resolve()}/clickhouse \([1-9][0-9]* migrations applied\)", output
         )
         assert f"web page and API: http://127.0.0.1:{port}/" in output, output
-        page = _get_when_up(f"http://127.0.0.1:{port}/", within=60)
+        page = get_when_up(f"http://127.0.0.1:{port}/", within=60)
         assert "<html" in page.lower()
         assert process.poll() is None, "the worker exited on its own:\n" + output + process.stdout.read()
     finally:
@@ -61,15 +60,3 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
         [sys.executable, "-m", "streams", "migrate"], env=env, capture_output=True, text=True, check=False
     )
     assert again.stdout.strip() == "up to date", again.stderr
-
-
-def _get_when_up(url: str, within: float) -> str:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return response.read().decode()
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)

@@ -12,9 +12,7 @@ import math
 import sys
 import time
 import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from api.tokens import Role, issue_token
 from schemas import Conversation, ConversationType
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from tests.integration.pipeline import Outputs, WorkerProcess, free_port, get_json, produce
+from tests.integration.pipeline import Outputs, WorkerProcess, free_port, get_json, get_when_up, produce, until_listed
 from tests.unit.reporter.conftest import FIXTURES
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -45,7 +43,7 @@ async def test_a_codex_session_reported_through_the_api_shows_as_the_conversatio
     api = f"http://127.0.0.1:{port}"
     try:
         async with Outputs(settings) as outputs:
-            await _until_up(f"{api}/healthz")
+            await asyncio.to_thread(get_when_up, f"{api}/healthz", 60, worker.alive)
             conversation = Conversation(
                 conversation_id="conv-e2e",
                 conversation_type=ConversationType.SINGLE_DEVICE,
@@ -86,7 +84,7 @@ async def test_a_codex_session_reported_through_the_api_shows_as_the_conversatio
             )
             # The BFF reads the same ring from ClickHouse, once the sink has written it.
             operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
-            listed = await _eventually(lambda: _conversation(api, operator, "conv-e2e"), within=30)
+            listed = await until_listed(api, operator, "conv-e2e", within=30)
             assert listed["context_budget_indicator"]["percent"] == expected
             # The thread view (spec 6.3) of the same thread: the engine's level, the worker's exact budget.
             detail = await _until_found(f"{api}/api/v1/threads/{THREAD}/context-budget", operator, within=30)
@@ -94,18 +92,6 @@ async def test_a_codex_session_reported_through_the_api_shows_as_the_conversatio
             assert round(detail["context_budget_remaining_pct"], 2) == LAST_BUDGET_PCT
     finally:
         assert worker.stop() == 0, worker.output()
-
-
-async def _until_up(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).close())
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
 
 
 async def _until_found(url: str, token: str, within: float) -> dict:
@@ -118,17 +104,3 @@ async def _until_found(url: str, token: str, within: float) -> dict:
             if error.code != 404 or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.5)
-
-
-def _conversation(api: str, token: str, conversation_id: str) -> dict | None:
-    body = get_json(f"{api}/api/v1/conversations", token)
-    return next((item for item in body["items"] if item["conversation_id"] == conversation_id), None)
-
-
-async def _eventually(probe: Callable[[], dict | None], within: float) -> dict:
-    deadline = time.monotonic() + within
-    while (found := await asyncio.to_thread(probe)) is None or found["context_budget_indicator"].get("percent") is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not listed within {within} s: {found}")
-        await asyncio.sleep(0.5)
-    return found
