@@ -1,6 +1,6 @@
 """API benchmark (figures, not a test): conversation-list latency over 10,000 conversations, and 5.2 ingest rate.
 
-    python bench/api_bench.py [--bootstrap HOST:PORT]
+    .venv/bin/python -m bench.api_bench [--bootstrap HOST:PORT]
 
 The list runs on embedded chdb in a temporary folder. Ingest runs the app under uvicorn with a load generator in the
 same process (raw keep-alive HTTP/1.1 connections: httpx's pool costs more CPU than the server, so the figure is a
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import statistics
 import tempfile
 import time
 import uuid
@@ -29,6 +28,7 @@ from api.server import running
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings
 from api.tokens import Role, issue_token
+from bench.measure import percentile
 from schemas import ContextBudgetIndicator, ConversationItem
 from sinks.batcher import Batcher
 from sinks.clickhouse import connect
@@ -48,10 +48,6 @@ class CountingPublisher:
 
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:
         self.count += 1
-
-
-def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1]
 
 
 def seed_conversations(client, n: int) -> None:

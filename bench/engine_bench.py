@@ -1,6 +1,6 @@
 """Worker throughput, printed as figures with baselines measured in the same run (machines here are noisy).
 
-    .venv/bin/python bench/engine_bench.py [--threads 200] [--turns 60] [--bootstrap HOST:PORT]
+    .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--bootstrap HOST:PORT]
 
 1. In process: the pure batch function (decode, fold, slot encode/decode, output building) against the baseline of
    only decoding the same records with the schema codecs.
@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.cli import operator_token
+from bench.measure import free_port, percentile
 from schemas import SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.batching import InputMessage
@@ -156,7 +156,7 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
     floor = faust_floor(settings, sent)
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-"))
-    web_port, api_port = _free_port(), _free_port()
+    web_port, api_port = free_port(), free_port()
     env = {
         "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": str(settings.kafka_bootstrap_servers),
         "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
@@ -205,12 +205,6 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
     finally:
         worker.terminate()
         worker.wait(timeout=60)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -272,9 +266,8 @@ async def visibility(settings: Settings, http: httpx.AsyncClient, api: str, toke
             probe += 1
     finally:
         await producer.stop()
-    waits.sort()
     if waits:
-        p50, p99 = (waits[int(q * (len(waits) - 1))] * 1000 for q in (0.5, 0.99))
+        p50, p99 = (percentile(waits, q) * 1000 for q in (50, 99))
         print(f"  visible through the API (produced -> thread_context_latest read back, polled every 20 ms):"
               f" p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(waits)} probes")  # fmt: skip
     else:
@@ -319,8 +312,7 @@ async def latency(settings: Settings, rate: float, seconds: float) -> None:
     finally:
         await consumer.stop()
         await producer.stop()
-    latencies.sort()
-    p50, p99 = (latencies[int(q * (len(latencies) - 1))] * 1000 for q in (0.5, 0.99))
+    p50, p99 = (percentile(latencies, q) * 1000 for q in (50, 99))
     print(f"  latency at {rate:.0f} snapshots/s for {seconds:.0f} s: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
           f" (snapshot produced -> thread-state consumed; {len(sent_at)} of {total} not seen)")  # fmt: skip
 
