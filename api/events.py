@@ -164,11 +164,19 @@ async def event_stream(
             sent = dict(live)  # everything below `live` was read: sent, or not this client's
         while not subscription.dropped.is_set():
             try:
-                delivery = await asyncio.wait_for(subscription.queue.get(), heartbeat_seconds)
+                async with asyncio.timeout(heartbeat_seconds):  # no task per wait, unlike wait_for
+                    delivery = await subscription.queue.get()
             except TimeoutError:
                 yield heartbeat(encode_event_id(sent))
                 continue
-            sent[delivery.partition] = delivery.offset + 1
-            yield frame(delivery, encode_event_id(sent))
+            frames = []
+            while True:  # what queued up meanwhile goes out in the same write
+                sent[delivery.partition] = delivery.offset + 1
+                frames.append(frame(delivery, encode_event_id(sent)))
+                try:
+                    delivery = subscription.queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+            yield b"".join(frames)
     finally:
         broadcaster.unsubscribe(subscription)

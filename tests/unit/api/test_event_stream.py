@@ -33,7 +33,12 @@ def parse(frame: bytes) -> dict[str, str]:
 
 
 async def frames(stream, count: int) -> list[dict[str, str]]:
-    return [parse(await anext(stream)) for _ in range(count)]
+    """The next `count` frames, however the stream chunks them (a chunk holds whatever was queued)."""
+    parsed: list[dict[str, str]] = []
+    while len(parsed) < count:
+        parsed += [parse(frame) for frame in (await anext(stream)).split(b"\n\n") if frame]
+    assert len(parsed) == count, "a chunk ran past the frames asked for"
+    return parsed
 
 
 @given(st.dictionaries(st.integers(0, 1023), st.integers(0, 2**63 - 1), min_size=1, max_size=64))
@@ -70,6 +75,16 @@ async def test_each_caller_sees_only_the_events_of_its_projects_with_positions_a
     for stream in (alice, bob, ops):
         await stream.aclose()
     assert hub.subscriber_count == 0
+
+
+async def test_events_queued_while_a_client_waits_go_out_in_one_write() -> None:
+    hub = broadcaster()
+    stream = event_stream(hub, OPS, None, heartbeat_seconds=60)
+    await frames(stream, 1)
+    hub.fan_out([client_event("proj-a", 0, n) for n in range(3)])
+    chunk = await anext(stream)
+    assert [parse(f)["id"] for f in chunk.split(b"\n\n") if f] == ["0:1,1:0", "0:2,1:0", "0:3,1:0"]
+    await stream.aclose()
 
 
 async def test_an_invalid_record_is_skipped_but_the_position_moves_on() -> None:
