@@ -54,8 +54,15 @@ def to_delivery(record: ConsumerRecord) -> Delivery | None:
 class Subscription:
     def __init__(self, principal: Principal, queue_size: int) -> None:
         self.principal = principal
-        self.queue: asyncio.Queue[Delivery] = asyncio.Queue(queue_size)
+        self.queue: asyncio.Queue[Delivery | None] = asyncio.Queue(queue_size)
+        """Deliveries in order; None wakes a waiting stream to end it."""
         self.dropped = asyncio.Event()
+
+    def end(self) -> None:
+        """End the stream now (the server is stopping): the client reconnects with Last-Event-ID."""
+        self.dropped.set()
+        with contextlib.suppress(asyncio.QueueFull):  # a full queue has no stream waiting on it
+            self.queue.put_nowait(None)
 
     def offer(self, delivery: Delivery) -> None:
         if self.dropped.is_set() or not self.principal.sees(delivery.project_id):
@@ -104,6 +111,11 @@ class Broadcaster:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscribers.discard(subscription)
+
+    def end_streams(self) -> None:
+        """End every open stream: they never end on their own, and would hold a server's shutdown."""
+        for subscription in list(self._subscribers):
+            subscription.end()
 
     def fan_out(self, records: Iterable[ConsumerRecord]) -> None:
         """Offer records to every subscriber and advance `positions`, synchronously, so a subscribe sees either all
@@ -170,13 +182,14 @@ async def event_stream(
                 yield heartbeat(encode_event_id(sent))
                 continue
             frames = []
-            while True:  # what queued up meanwhile goes out in the same write
+            while delivery is not None:  # what queued up meanwhile goes out in the same write
                 sent[delivery.partition] = delivery.offset + 1
                 frames.append(frame(delivery, encode_event_id(sent)))
                 try:
                     delivery = subscription.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
-            yield b"".join(frames)
+            if frames:
+                yield b"".join(frames)
     finally:
         broadcaster.unsubscribe(subscription)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 
 import uvicorn
 from clickhouse_connect.driver.client import Client
@@ -15,7 +15,7 @@ from api.settings import ApiSettings
 from streams.settings import Settings
 
 SHUTDOWN_GRACE_SECONDS = 5
-"""Open SSE streams never end on their own: after this long a shutdown closes them."""
+"""How long a shutdown waits for requests in progress (open SSE streams are ended first)."""
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -49,12 +49,23 @@ async def running(app: FastAPI, host: str, port: int) -> AsyncIterator[str]:
     try:
         yield f"http://{host}:{bound}"
     finally:
+        context = getattr(app.state, "context", None)  # set while the app's lifespan runs
+        if context is not None:
+            context.kafka.broadcaster.end_streams()
         server.should_exit = True
         await task
 
 
-async def serve(settings: Settings, clickhouse: Client, api: ApiSettings | None = None) -> None:
-    """Serve the API on api.host:api.port until cancelled; shuts down gracefully either way."""
+async def serve(
+    settings: Settings,
+    clickhouse: Client,
+    api: ApiSettings | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the API on api.host:api.port until cancelled; shuts down gracefully either way. `announce` gets the
+    base URL once it is bound (with port 0, the port picked)."""
     api = api or ApiSettings()
-    async with running(create_app(settings, clickhouse, api), api.host, api.port):
+    async with running(create_app(settings, clickhouse, api), api.host, api.port) as url:
+        if announce is not None:
+            announce(url)
         await asyncio.Event().wait()

@@ -160,12 +160,16 @@ def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> No
     from api.settings import ApiSettings
 
     api_settings = ApiSettings()
-    typer.echo(f"web page and API: http://{api_settings.host}:{api_settings.port}/ (OpenAPI at /docs)")
     typer.echo(f"operator token: {operator_token(settings, api_settings)}")
+
+    def announce(url: str) -> None:
+        # Once bound (with port 0 the port is known only then), so inside the worker, where Faust has redirected
+        # sys.stdout into the log: the person who started `run` reads the terminal.
+        typer.echo(f"web page and API: {url}/ (OpenAPI at /docs)", file=sys.__stdout__)
 
     @pipeline.task
     async def serve_api() -> None:
-        await serve(settings, client, api_settings)
+        await serve(settings, client, api_settings, announce)
 
 
 def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:

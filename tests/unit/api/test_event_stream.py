@@ -87,6 +87,18 @@ async def test_events_queued_while_a_client_waits_go_out_in_one_write() -> None:
     await stream.aclose()
 
 
+async def test_ending_the_streams_ends_a_waiting_stream_at_once_and_unsubscribes_it() -> None:
+    hub = broadcaster()
+    stream = event_stream(hub, OPS, None, heartbeat_seconds=60)
+    await frames(stream, 1)
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)
+    hub.end_streams()  # what a server does before it stops: an open stream would hold the shutdown
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(waiting, 1)
+    assert hub.subscriber_count == 0
+
+
 async def test_an_invalid_record_is_skipped_but_the_position_moves_on() -> None:
     hub = broadcaster()
     stream = event_stream(hub, OPS, None, heartbeat_seconds=60)
