@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import faust
 
-from streams import faust_fixes
+from streams import faust_delivery, faust_fixes
 from streams.settings import Settings
 from streams.topics import MAX_MESSAGE_BYTES, compacted_topics
 
 
 def create_app(settings: Settings) -> faust.App:
     faust_fixes.apply(compacted=compacted_topics(settings))
+    faust_delivery.apply()
     if not settings.kafka_bootstrap_servers:
         raise ValueError("kafka_bootstrap_servers is not set (start one with `ctxbudget kafka up`)")
     datadir = settings.resolved_data_dir / "faust"

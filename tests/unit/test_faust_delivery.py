@@ -1,0 +1,86 @@
+"""The fetch loop's hand-off without tasks (streams/faust_delivery.py), on a mode Service like Faust's consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+from mode import Service
+
+from streams import faust_delivery
+
+
+class Loop(Service):
+    """What `_wait_first` uses of the consumer: a flow-control event and mode's own wait_first and stop flags."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.suspend_flow = asyncio.Event()
+
+
+async def hand_off(loop: Loop, delivery) -> object:
+    return await faust_delivery._wait_first(loop, delivery, loop.suspend_flow.wait())
+
+
+async def test_a_delivery_that_never_waits_completes_in_place_and_nothing_is_left_unawaited() -> None:
+    async def deliver() -> str:
+        return "queued"
+
+    tasks_before = len(asyncio.all_tasks())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a raced coroutine left unawaited would warn
+        result = await hand_off(Loop(), deliver())
+    assert (result.results, result.stopped) == (["queued"], False)
+    assert len(asyncio.all_tasks()) == tasks_before
+
+
+async def test_a_delivery_that_waits_is_carried_on_to_its_end_with_the_awaited_values() -> None:
+    loop, steps = Loop(), []
+    later = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.01, later.set_result, 42)
+
+    async def deliver() -> int:
+        await asyncio.sleep(0)  # a bare yield to the loop
+        steps.append(await later)  # a future resolved later
+        steps.append(await asyncio.wait_for(asyncio.sleep(0.01, "slept"), 1))  # a task of its own
+        return len(steps)
+
+    result = await hand_off(loop, deliver())
+    assert steps == [42, "slept"]
+    assert result.results == [2]
+
+
+async def test_a_failure_while_waiting_reaches_the_delivery_where_it_awaited() -> None:
+    failing = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.01, failing.set_exception, ValueError("boom"))
+    caught = []
+
+    async def deliver() -> str:
+        try:
+            await failing
+        except ValueError as error:
+            caught.append(str(error))
+        return "handled"
+
+    result = await hand_off(Loop(), deliver())
+    assert (caught, result.results) == (["boom"], ["handled"])
+
+
+async def test_suspending_flow_cancels_a_waiting_delivery_inside_it() -> None:
+    loop, cleaned = Loop(), []
+    never = asyncio.get_running_loop().create_future()
+
+    async def deliver() -> None:
+        try:
+            await never
+        finally:
+            cleaned.append("finally ran")
+
+    waiting = asyncio.ensure_future(hand_off(loop, deliver()))
+    await asyncio.sleep(0.01)
+    loop.suspend_flow.set()  # a rebalance: upstream abandons the delivery
+    result = await asyncio.wait_for(waiting, 1)
+    assert result.results == [True]  # the suspend_flow wait won the race
+    await asyncio.sleep(0)
+    assert cleaned == ["finally ran"]
+    assert never.cancelled()
