@@ -50,6 +50,7 @@ HISTORY_IDS: dict[str, tuple[str, ...]] = {
     "compaction_events": ("event_id",),
     "master_actions": ("action_id",),
     "deadletter": ("source_topic", "partition", "offset"),
+    "thread_projection_history": ("thread_id", "projected_tokens", "surface_tokens", "estimate_checks"),
 }
 """What tells one history row from another (a record repeated on its topic repeats here too, once per record)."""
 
