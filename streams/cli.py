@@ -142,6 +142,7 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
             _serve_api_in(pipeline, settings, client)
         if simulate_rate is not None:
             _simulate_in(pipeline, settings, simulate_rate)
+        _print_progress_in(pipeline, settings)
         logs = logging_config(settings.log_level, settings.log_format)
         worker = faust.Worker(pipeline, loglevel=settings.log_level, quiet=True, logging_config=logs)
         try:
@@ -151,6 +152,22 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
                 raise
     finally:
         client.close()
+
+
+def _print_progress_in(pipeline: faust.App, settings: Settings) -> None:
+    """A line of progress on the terminal every `progress_seconds` (past Faust's redirect of stdout into the log)."""
+    from time import monotonic
+
+    from streams.console import Reading, progress_line
+
+    before, since = Reading.read(), monotonic()
+
+    @pipeline.timer(settings.progress_seconds, name="print_progress")
+    async def print_progress() -> None:
+        nonlocal before, since
+        now, at = Reading.read(), monotonic()
+        typer.echo(progress_line(before, now, at - since), file=sys.__stdout__)
+        before, since = now, at
 
 
 def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> None:

@@ -45,6 +45,7 @@ class Settings(BaseSettings):
         default=6066, ge=1, le=65535, description="Port of the worker's /healthz, /readyz and /metrics."
     )
     worker_web_bind: str = Field(default="127.0.0.1", description="Address of the worker's web server.")
+    progress_seconds: float = Field(default=10.0, gt=0, description="How often `ctxbudget run` prints its progress.")
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
 
     # Engine

@@ -22,13 +22,16 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
     env["CTXBUDGET_DATA_DIR"] = str(tmp_path)
     env["CTXBUDGET_API_PORT"] = "0"  # any free port: `run` prints the one it got
     env["CTXBUDGET_WORKER_WEB_PORT"] = str(free_port())
+    env["CTXBUDGET_PROGRESS_SECONDS"] = "1"
     process = subprocess.Popen(
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("web page and API:" in line for line in lines):
+        while time.monotonic() < deadline and not all(
+            any(label in line for line in lines) for label in ("web page and API:", "records in ")
+        ):
             line = process.stdout.readline()
             if not line and process.poll() is not None:
                 break
@@ -43,6 +46,7 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
         assert address, output
         page = get_when_up(address[1], within=60)
         assert "<html" in page.lower()
+        assert re.search(r"records in \d+ \(\d+/s\) \| threads: safe \d+ watch \d+ urgent \d+ critical \d+", output)
         assert process.poll() is None, "the worker exited on its own:\n" + output + process.stdout.read()
     finally:
         process.send_signal(signal.SIGINT)
