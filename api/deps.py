@@ -25,7 +25,8 @@ class ApiContext:
     kafka: KafkaServices
 
 
-def api_context(request: Request) -> ApiContext:
+async def api_context(request: Request) -> ApiContext:
+    # async (as `caller`): FastAPI runs a plain `def` dependency in its threadpool, a thread hop per request
     return request.app.state.context
 
 
@@ -34,7 +35,7 @@ Context = Annotated[ApiContext, Depends(api_context)]
 _bearer = HTTPBearer(auto_error=False, description="A JWT from `ctxbudget token` (see api/tokens.py).")
 
 
-def caller(
+async def caller(
     context: Context, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     """The verified caller; 401 (with a Bearer challenge) for a missing, malformed, forged or expired token."""
