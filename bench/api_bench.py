@@ -13,9 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -30,7 +27,7 @@ from api.server import running
 from api.services import KafkaServices
 from api.settings import ApiSettings
 from api.tokens import Role, issue_token
-from bench.measure import free_port, percentile
+from bench.measure import api_process, percentile
 from schemas import ContextBudgetIndicator, ConversationItem
 from sinks.batcher import Batcher
 from sinks.clickhouse import connect
@@ -137,39 +134,12 @@ async def ingest_on_its_own_process(bootstrap: str, requests: int, concurrency: 
     settings = Settings(
         data_dir=folder, kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}."
     )
-    port = free_port()
-    env = {
-        **os.environ,
-        "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
-        "CTXBUDGET_DATA_DIR": str(folder),
-        "CTXBUDGET_API_PORT": str(port),
-    }
-    server = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
-        [sys.executable, "-m", "streams", "api"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        await wait_until_up(f"{base_url}/healthz")
+    async with api_process(settings) as base_url:
         request = ingest_request(operator_token(settings))
         await raw_load(base_url, request, 500, concurrency)
         seconds, latencies = await raw_load(base_url, request, requests, concurrency)
         report(f"ingest to Kafka at {bootstrap} (`ctxbudget api` on its own), {concurrency} concurrent", requests,
                seconds, latencies)  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-
-
-async def wait_until_up(url: str) -> None:
-    host, port = url.removeprefix("http://").split("/")[0].split(":")
-    for _ in range(240):
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection(host, int(port))
-            writer.close()
-            return
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"{url} never answered")
 
 
 def ingest_request(token: str) -> bytes:

@@ -15,20 +15,16 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from api.cli import operator_token
-from bench.measure import free_port, percentile
+from bench.measure import api_process, percentile
 from schemas import ContextBudgetIndicator, ConversationContextIndicatorUpdated
 from schemas.codec import encode_record
 from streams.settings import Settings
@@ -104,25 +100,7 @@ async def main(bootstrap: str, clients: int, events: int, rate: float) -> None:
     folder = Path(tempfile.mkdtemp(prefix="sse-bench-"))
     settings = Settings(data_dir=folder, kafka_bootstrap_servers=bootstrap, topic_prefix=f"sse{uuid.uuid4().hex[:6]}.")
     await ensure_topics(settings)
-    port = free_port()
-    env = {
-        **os.environ,
-        "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
-        "CTXBUDGET_DATA_DIR": str(folder),
-        "CTXBUDGET_API_PORT": str(port),
-    }
-    server = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
-        [sys.executable, "-m", "streams", "api"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient() as http:
-            for _ in range(120):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"{url}/healthz")).status_code == 200:
-                        break
-                await asyncio.sleep(0.5)
+    async with api_process(settings) as url:
         token = operator_token(settings)
         run = uuid.uuid4().hex[:6]
         tally = Tally(clients, events)
@@ -146,9 +124,6 @@ async def main(bootstrap: str, clients: int, events: int, rate: float) -> None:
         for task in [*readers, watcher]:
             task.cancel()
         await asyncio.gather(*readers, watcher, return_exceptions=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     fanned = [t - sent[e] for e, times in tally.arrivals.items() if e in sent for t in times]
     plain = [t - sent[e] for e, times in direct.items() if e in sent for t in times]
     print(f"SSE fan-out: {clients} clients, {events} events at {rate:.0f}/s, "
