@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.codec import encode_record
@@ -213,6 +214,7 @@ class Topics:
         self.topics: dict[str, list[InputMessage]] = defaultdict(list)
         self.offsets: dict[str, int] = defaultdict(int)
         self.published: list[Emit] = []
+        self.decoded: list[dict[str, tuple[bytes, Any]]] = [{}, {}, {}]
         self.folds = [
             (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, PREFIX)),
             (PROJECT_INPUTS, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
@@ -230,18 +232,29 @@ class Topics:
 
     def step(self, fold: int, size: int) -> None:
         """One batch of fold `fold`: up to `size` records of each of its inputs (Faust interleaves topics freely)."""
-        inputs, table, codec, batch = self.folds[fold]
+        inputs, _, _, batch = self.folds[fold]
         messages = []
         for topic in inputs:
             messages += self.topics[topic][:size]
             del self.topics[topic][:size]
-        self._publish(batch(messages, lambda key: codec.decode(table[key]) if key in table else None), table)
+        self._publish(batch(messages, lambda key: self._load(fold, key)), fold)
+
+    def _load(self, fold: int, key: str) -> Any:
+        """A key's state, decoded once per stored value (as streams.runtime.KeyedFold caches states it decoded)."""
+        _, table, codec, _ = self.folds[fold]
+        raw = table.get(key)
+        if raw is None:
+            return None
+        cached = self.decoded[fold].get(key)
+        if cached is None or cached[0] is not raw:
+            cached = self.decoded[fold][key] = (raw, codec.decode(raw))
+        return cached[1]
 
     def tick(self, now: datetime) -> None:
         """The project fold's timer."""
         _, table, codec, _ = self.folds[1]
         states = ((key, codec.decode(raw)) for key, raw in table.items())
-        self._publish(retire_idle_projects(states, now, self.config), table)
+        self._publish(retire_idle_projects(states, now, self.config), 1)
 
     def drain(self, size: int = 1_000) -> None:
         while pending := self.pending():
@@ -251,10 +264,13 @@ class Topics:
         """The last record per key (compacted-topic semantics)."""
         return {e.key: e.record for e in self.published if e.topic == topic}
 
-    def _publish(self, result: BatchResult, table: dict[str, bytes]) -> None:
+    def _publish(self, result: BatchResult, fold: int) -> None:
         for emit in result.emits:
             if emit.topic in INTERNAL:
                 self.produce(emit.topic, emit.key, emit.record)
             else:
                 self.published.append(emit)
-        table.update({key: encode_record(state) for key, state in result.states.items()})
+        table = self.folds[fold][1]
+        for key, state in result.states.items():
+            raw = table[key] = encode_record(state)
+            self.decoded[fold][key] = (raw, state)
