@@ -42,6 +42,22 @@ def test_an_expired_token_is_refused() -> None:
         verify_token(SECRET, token)
 
 
+def test_a_token_verified_before_is_refused_once_it_expires() -> None:
+    issued = datetime.now(UTC)
+    token = issue_token(SECRET, Role.WORKER, "w-1", ["p"], ttl=HOUR, now=issued)
+    assert verify_token(SECRET, token).subject == "w-1"  # verified, and remembered
+    assert verify_token(SECRET, token, now=(issued + HOUR).timestamp()).subject == "w-1"  # within the leeway
+    with pytest.raises(InvalidToken):
+        verify_token(SECRET, token, now=(issued + HOUR + timedelta(minutes=1)).timestamp())
+
+
+def test_a_remembered_token_is_only_good_for_the_secret_that_signed_it() -> None:
+    token = issue_token(SECRET, Role.OPERATOR, "ops", ttl=HOUR)
+    verify_token(SECRET, token)
+    with pytest.raises(InvalidToken):
+        verify_token(b"y" * 32, token)
+
+
 @pytest.mark.parametrize(
     "change",
     [
