@@ -57,6 +57,9 @@ def create_app(
         version="1",
         summary="Thread context budgets: worker reports (spec 5.2), the conversation-list BFF (6.1-6.3), SSE (6.4).",
         lifespan=lifespan,
+        # No OpenTelemetry here (metrics are Prometheus, /metrics): FastAPI's own instrumentation looked the global
+        # providers up on every request, 5% of a report's time.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.clickhouse_probe = probe or ClickHouseProbe.of(clickhouse)
     for module in (workers, conversations, projects, threads, alerts, events, health):
