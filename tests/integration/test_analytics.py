@@ -48,26 +48,16 @@ def rows(client: Any, sql: str) -> list[dict[str, Any]]:
     return list(client.query(sql).named_results())
 
 
-def updated(thread: str, when: datetime, level: str, n: int) -> ContextEvent:
+def context_event(thread: str, when: datetime, level: str, previous: str | None = None) -> ContextEvent:
+    """`thread.context.updated`, or `level_changed` from `previous`."""
+    kind = "level_changed" if previous else "updated"
     return ContextEvent(
-        event_id=f"{thread}:u{n}",
-        event_type="thread.context.updated",
+        event_id=f"{thread}:{when.isoformat()}:{kind}",
+        event_type=f"thread.context.{kind}",
         thread_id=thread,
         project_id=PROJECT,
         occurred_at=when,
         context_budget_remaining_pct=50.0,
-        context_budget_level=level,
-    )
-
-
-def changed(thread: str, when: datetime, previous: str, level: str) -> ContextEvent:
-    return ContextEvent(
-        event_id=f"{thread}:{when.isoformat()}:level_changed",
-        event_type="thread.context.level_changed",
-        thread_id=thread,
-        project_id=PROJECT,
-        occurred_at=when,
-        context_budget_remaining_pct=30.0,
         context_budget_level=level,
         previous_level=previous,
     )
@@ -153,21 +143,21 @@ def analytics(clickhouse: Any) -> Iterator[Any]:
     with fresh_database(clickhouse) as client:
         migrate(client)
         a_updates = [
-            updated("thread-a", at(8, 0), "safe", 1),
-            updated("thread-a", at(8, 10), "watch", 2),
-            updated("thread-a", at(8, 25), "urgent", 3),
-            updated("thread-a", at(8, 30), "urgent", 4),
-            updated("thread-a", at(8, 40), "critical", 5),  # newest: still open, not counted
+            context_event("thread-a", at(8, 0), "safe"),
+            context_event("thread-a", at(8, 10), "watch"),
+            context_event("thread-a", at(8, 25), "urgent"),
+            context_event("thread-a", at(8, 30), "urgent"),
+            context_event("thread-a", at(8, 40), "critical"),  # newest: still open, not counted
         ]
-        b_updates = [updated("thread-b", at(23, 55), "safe", 1), updated("thread-b", at(0, 5, DAY2), "watch", 2)]
+        b_updates = [context_event("thread-b", at(23, 55), "safe"), context_event("thread-b", at(0, 5, DAY2), "watch")]
         c_changes = [
-            changed("thread-c", at(9, 0), "watch", "urgent"),
-            changed("thread-c", at(9, 30), "urgent", "watch"),  # a compaction brought it back
+            context_event("thread-c", at(9, 0), "urgent", previous="watch"),
+            context_event("thread-c", at(9, 30), "watch", previous="urgent"),  # a compaction brought it back
         ]
         a_changes = [
-            changed("thread-a", at(8, 10), "safe", "watch"),
-            changed("thread-a", at(8, 25), "watch", "urgent"),
-            changed("thread-a", at(8, 40), "urgent", "critical"),  # still within the urgent episode
+            context_event("thread-a", at(8, 10), "watch", previous="safe"),
+            context_event("thread-a", at(8, 25), "urgent", previous="watch"),
+            context_event("thread-a", at(8, 40), "critical", previous="urgent"),  # still within the urgent episode
         ]
         events = [*a_updates, *b_updates, *a_changes, *c_changes]
         load(client, CONTEXT_EVENTS, [*events, a_updates[1], a_changes[1]])  # two published twice
