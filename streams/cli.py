@@ -154,8 +154,14 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
         client.close()
 
 
+def _to_terminal(line: str) -> None:
+    """Print from inside the running worker: Faust has redirected sys.stdout into the log by then, and the person who
+    started `run` reads the terminal."""
+    typer.echo(line, file=sys.__stdout__)
+
+
 def _print_progress_in(pipeline: faust.App, settings: Settings) -> None:
-    """A line of progress on the terminal every `progress_seconds` (past Faust's redirect of stdout into the log)."""
+    """A line of progress on the terminal every `progress_seconds`."""
     from time import monotonic
 
     from streams.console import Reading, progress_line
@@ -166,7 +172,7 @@ def _print_progress_in(pipeline: faust.App, settings: Settings) -> None:
     async def print_progress() -> None:
         nonlocal before, since
         now, at = Reading.read(), monotonic()
-        typer.echo(progress_line(before, now, at - since), file=sys.__stdout__)
+        _to_terminal(progress_line(before, now, at - since))
         before, since = now, at
 
 
@@ -179,10 +185,8 @@ def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> No
     api_settings = ApiSettings()
     typer.echo(f"operator token: {operator_token(settings, api_settings)}")
 
-    def announce(url: str) -> None:
-        # Once bound (with port 0 the port is known only then), so inside the worker, where Faust has redirected
-        # sys.stdout into the log: the person who started `run` reads the terminal.
-        typer.echo(f"web page and API: {url}/ (OpenAPI at /docs)", file=sys.__stdout__)
+    def announce(url: str) -> None:  # once bound: with port 0 the port is known only then
+        _to_terminal(f"web page and API: {url}/ (OpenAPI at /docs)")
 
     @pipeline.task
     async def serve_api() -> None:

@@ -1,7 +1,7 @@
 """The live progress line `ctxbudget run` prints: records in, the fleet by level, rows written to ClickHouse, lag.
 
 Read from this process's own Prometheus metrics (streams/metrics.py), so the line says what `/metrics` says:
-`Progress.read` takes a reading, `progress_line` (pure) turns two readings into one line with rates.
+`Reading.read` takes a reading, `progress_line` (pure) turns two readings into one line with rates.
 """
 
 from __future__ import annotations
