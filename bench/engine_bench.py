@@ -85,12 +85,11 @@ async def _backlog(settings: Settings, records: list[SimRecord]) -> int:
     return await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix)
 
 
-async def _end_offsets(settings: Settings, topics: list[str]) -> dict:
+async def _end_offsets(settings: Settings, partitions: list[TopicPartition]) -> dict:
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
     await consumer.start()
     try:
-        tps = [TopicPartition(t, p) for t in topics for p in range(settings.topic_partitions)]
-        return await consumer.end_offsets(tps)
+        return await consumer.end_offsets(partitions)
     finally:
         await consumer.stop()
 
@@ -115,12 +114,7 @@ def faust_floor(settings: Settings, total: int) -> float:
 async def _caught_up(settings: Settings) -> bool:
     """Whether the worker's group has committed every partition it reads up to that partition's end."""
     committed = await _committed(settings)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets(list(committed))
-    finally:
-        await consumer.stop()
+    ends = await _end_offsets(settings, list(committed))
     return all(committed[tp].offset >= end for tp, end in ends.items())
 
 
@@ -151,7 +145,8 @@ async def raw_ceiling(settings: Settings, topics: list[str], total: int) -> floa
 async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
     sent = await _backlog(settings, records)
     inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
-    ends = await _end_offsets(settings, inputs)
+    partitions = [TopicPartition(t, p) for t in inputs for p in range(settings.topic_partitions)]
+    ends = await _end_offsets(settings, partitions)
     ceiling = await raw_ceiling(settings, inputs, sent)
     floor = faust_floor(settings, sent)
 
