@@ -18,7 +18,7 @@ import uuid
 
 import faust
 
-from streams.app import create_app
+from streams.app import Worker, create_app
 from streams.runtime import Runtime
 from streams.settings import Settings
 
@@ -48,7 +48,7 @@ def main() -> None:
                 print(f"\nfloor {seen / (time.perf_counter() - started):.0f} records/s", flush=True)
                 os._exit(0)  # the figure is out; a clean Faust shutdown only adds seconds
 
-    faust.Worker(app, loglevel="error", quiet=True, redirect_stdouts=False).execute_from_commandline()
+    Worker(app, loglevel="error", quiet=True, redirect_stdouts=False).execute_from_commandline()
 
 
 if __name__ == "__main__":

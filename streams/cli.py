@@ -119,11 +119,10 @@ def run(
 
 
 def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None) -> None:
-    import faust
-
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
+    from streams.app import Worker
     from streams.logs import logging_config
     from streams.topics import ensure_topics_sync
     from streams.topology import build
@@ -144,7 +143,7 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
             _simulate_in(pipeline, settings, simulate_rate)
         _print_progress_in(pipeline, settings)
         logs = logging_config(settings.log_level, settings.log_format)
-        worker = faust.Worker(pipeline, loglevel=settings.log_level, quiet=True, logging_config=logs)
+        worker = Worker(pipeline, loglevel=settings.log_level, quiet=True, logging_config=logs)
         try:
             worker.execute_from_commandline()
         except SystemExit as exit_:
