@@ -12,6 +12,12 @@
 3. On the same worker, at a steady paced rate: end-to-end latency from producing a snapshot to its `thread-state`
    record arriving at a consumer, p50 and p99; and, meanwhile, from producing a snapshot to the API reading it from
    `thread_context_latest` (what the BFF shows).
+4. The same backlog on fresh topics for other layouts (`CTXBUDGET_ROLES`): a worker that runs only the engine, and
+   two workers side by side, engine and projection in one, aggregates and sinks in the other.
+
+A drain is timed from the first record the worker applied (its metrics, polled every 0.2 s) until its group has
+committed every input partition to its end; "every derived record sunk" until every group has committed every
+partition it reads.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,9 +88,13 @@ def in_process(records: list[SimRecord]) -> None:
     print(f"  engine batch function  {engine:10.0f} records/s  ({engine / decode_only:.2f}x of decode only)")
 
 
-async def _backlog(settings: Settings, records: list[SimRecord]) -> int:
+async def _backlog(settings: Settings, records: list[SimRecord]) -> tuple[int, dict[TopicPartition, int]]:
+    """Produce the records; how many, and the end offset of each input partition after them."""
     await ensure_topics(settings)
-    return await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix)
+    sent = await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix)
+    inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
+    partitions = [TopicPartition(t, p) for t in inputs for p in range(settings.topic_partitions)]
+    return sent, await _end_offsets(settings, partitions)
 
 
 async def _end_offsets(settings: Settings, partitions: list[TopicPartition]) -> dict:
@@ -98,7 +110,7 @@ async def _committed(settings: Settings) -> dict:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     await admin.start()
     try:
-        return await admin.list_consumer_group_offsets(settings.app_id)
+        return await admin.list_consumer_group_offsets(settings.faust_app_id)
     finally:
         await admin.close()
 
@@ -143,13 +155,77 @@ async def raw_ceiling(settings: Settings, topics: list[str], total: int) -> floa
 
 
 async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
-    sent = await _backlog(settings, records)
-    inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
-    partitions = [TopicPartition(t, p) for t in inputs for p in range(settings.topic_partitions)]
-    ends = await _end_offsets(settings, partitions)
+    sent, ends = await _backlog(settings, records)
+    inputs = sorted({tp.topic for tp in ends})
     ceiling = await raw_ceiling(settings, inputs, sent)
     floor = faust_floor(settings, sent)
+    print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
+    print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
+    print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  ({floor / ceiling:.2f}x)")
 
+    async with worker_process(settings) as worker, httpx.AsyncClient(timeout=10) as http:
+        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        whole = await sunk(sent, worker)
+        print(f"  one worker, every role               {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+        print(f"  ... every derived record sunk too    {whole:10.0f} records/s  ({whole / ceiling:.2f}x)")
+        _print_worker_figures(before, after, elapsed)
+        token = operator_token(Settings(data_dir=worker.data_dir))
+        await asyncio.gather(
+            latency(settings, rate=LATENCY_RATE, seconds=LATENCY_SECONDS),
+            visibility(settings, http, worker.api, token, LATENCY_SECONDS),
+        )
+
+    # The same backlog on fresh topics (outputs of the run above would be inputs of the aggregates) for other layouts.
+    settings = _fresh(settings)
+    sent, ends = await _backlog(settings, records)
+    async with worker_process(_with_roles(settings, "engine")) as worker, httpx.AsyncClient(timeout=10) as http:
+        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        print(f"  one worker, engine role only         {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+        _print_worker_figures(before, after, elapsed)
+
+    settings = _fresh(settings)
+    sent, ends = await _backlog(settings, records)
+    async with (
+        worker_process(_with_roles(settings, "engine,projection")) as worker,
+        worker_process(_with_roles(settings, "aggregates,sinks")) as rest,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        whole = await sunk(sent, worker, rest)
+        print(f"  engine,projection | aggregates,sinks {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+        print(f"  ... every derived record sunk too    {whole:10.0f} records/s  ({whole / ceiling:.2f}x)")
+
+
+def _with_roles(settings: Settings, roles: str) -> Settings:
+    return Settings.model_validate({**settings.model_dump(), "roles": roles})
+
+
+def _fresh(settings: Settings) -> Settings:
+    return settings.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}."})
+
+
+async def sunk(sent: int, *workers: WorkerUnderTest) -> float:
+    """Input records/s from the first one applied until every group has committed every partition it reads (derived
+    topics too: everything is in ClickHouse)."""
+    for worker in workers:
+        while not await _caught_up(worker.settings):  # noqa: ASYNC110 - polling the broker
+            await asyncio.sleep(0.5)
+    return sent / (time.perf_counter() - workers[0].started)
+
+
+@dataclass
+class WorkerUnderTest:
+    settings: Settings
+    data_dir: Path
+    metrics: str
+    api: str
+    started: float = 0.0
+    """When it was first seen consuming (perf_counter)."""
+
+
+@contextlib.asynccontextmanager
+async def worker_process(settings: Settings) -> AsyncIterator[WorkerUnderTest]:
+    """`ctxbudget run` with the settings' broker, prefix, app id and roles, in a process of its own."""
     data_dir = Path(tempfile.mkdtemp(prefix="bench-"))
     web_port, api_port = free_port(), free_port()
     env = {
@@ -157,49 +233,43 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
         "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
         "CTXBUDGET_TOPIC_PARTITIONS": str(settings.topic_partitions),
         "CTXBUDGET_APP_ID": settings.app_id,
+        "CTXBUDGET_ROLES": ",".join(settings.roles),
         "CTXBUDGET_DATA_DIR": str(data_dir),
         "CTXBUDGET_WORKER_WEB_PORT": str(web_port),
         "CTXBUDGET_API_PORT": str(api_port),
         "PATH": "/usr/bin:/bin",
     }
-    worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )  # fmt: skip
-    metrics_url = f"http://127.0.0.1:{web_port}/metrics"
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
-            started, before = None, {}
-            while True:
-                await asyncio.sleep(0.5)
-                committed = await _committed(settings)
-                if started is None and any(v.offset > 0 for v in committed.values()):
-                    started = time.perf_counter()  # first commit: the worker is up and consuming
-                    before = await _scrape(http, metrics_url)
-                if started is not None and all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
-                    break
-            elapsed = time.perf_counter() - started
-            after = await _scrape(http, metrics_url)
-            rate = sent / elapsed
-            while not await _caught_up(settings):  # noqa: ASYNC110 - polling the broker; derived topics too
-                await asyncio.sleep(0.5)
-            whole = sent / (time.perf_counter() - started)
-            print(
-                f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions"
-            )
-            print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
-            print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  ({floor / ceiling:.2f}x)")
-            print(f"  one worker (after start-up)          {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
-            print(f"  ... every derived record sunk too    {whole:10.0f} records/s  ({whole / ceiling:.2f}x)")
-            _print_worker_figures(before, after, elapsed)
-            api = f"http://127.0.0.1:{api_port}"
-            token = operator_token(Settings(data_dir=data_dir))
-            await asyncio.gather(
-                latency(settings, rate=LATENCY_RATE, seconds=LATENCY_SECONDS),
-                visibility(settings, http, api, token, LATENCY_SECONDS),
-            )
+        yield WorkerUnderTest(
+            settings, data_dir, f"http://127.0.0.1:{web_port}/metrics", f"http://127.0.0.1:{api_port}"
+        )
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        process.terminate()
+        process.wait(timeout=60)
+
+
+async def drain(
+    http: httpx.AsyncClient, worker: WorkerUnderTest, ends: dict[TopicPartition, int], sent: int
+) -> tuple[float, Samples, Samples, float]:
+    """Records/s from the first record the worker applied (its metrics, polled every 0.2 s) until its group has
+    committed every input partition to its end, with the metrics at both ends and the seconds between."""
+    before: Samples = {}
+    while not worker.started:
+        await asyncio.sleep(0.2)
+        with contextlib.suppress(httpx.TransportError):
+            before = await _scrape(http, worker.metrics)
+            if sum(_deltas({}, before, "ctxbudget_records_consumed_total", "agent").values()):
+                worker.started = time.perf_counter()
+    while True:
+        await asyncio.sleep(0.2)
+        committed = await _committed(worker.settings)
+        if all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
+            break
+    elapsed = time.perf_counter() - worker.started
+    return sent / elapsed, before, await _scrape(http, worker.metrics), elapsed
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -19,7 +19,7 @@ def create_app(settings: Settings) -> faust.App:
     datadir = settings.resolved_data_dir / "faust"
     datadir.parent.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
     return faust.App(
-        settings.app_id,
+        settings.faust_app_id,
         broker=[f"kafka://{server}" for server in settings.kafka_bootstrap_servers.split(",")],
         datadir=str(datadir),
         store="memory://",

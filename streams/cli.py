@@ -9,7 +9,7 @@ import typer
 
 from api.cli import token
 from reporter.cli import report
-from streams.settings import Settings
+from streams.settings import ROLES, Settings
 
 if TYPE_CHECKING:
     import faust
@@ -91,14 +91,17 @@ def migrate() -> None:
 @app.command()
 def run(
     api: Annotated[
-        bool, typer.Option(help="Serve the HTTP API and web page in the worker (it owns embedded chdb).")
-    ] = True,
+        bool | None,
+        typer.Option(
+            help="Serve the HTTP API and web page in the worker (it owns embedded chdb). Default: if it runs the sinks."
+        ),
+    ] = None,
     simulate: Annotated[
         float | None, typer.Option(help="Also feed a simulated fleet at this many records per second.")
     ] = None,
 ) -> None:
     """Run the pipeline on embedded defaults: local Kafka (unless configured), topics, ClickHouse migrations, the
-    worker with its sinks, and the API with the web page.
+    worker with its sinks, and the API with the web page. With CTXBUDGET_ROLES set, only those parts of the worker.
 
     Runs until interrupted. A local broker this command started is stopped again on exit.
     """
@@ -112,7 +115,7 @@ def run(
             started = local
         settings = settings.model_copy(update={"kafka_bootstrap_servers": local.up()})
     try:
-        _run_worker(settings, serve_api=api, simulate_rate=simulate)
+        _run_worker(settings, serve_api="sinks" in settings.roles if api is None else api, simulate_rate=simulate)
     finally:
         if started is not None:
             started.down()
@@ -129,15 +132,18 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
 
     created = ensure_topics_sync(settings)
     # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write and the
-    # API reads through it.
-    client = connect(settings.clickhouse_url)
+    # API reads through it. A worker with neither opens none, so it can run beside the one that owns chdb.
+    client = connect(settings.clickhouse_url) if serve_api or "sinks" in settings.roles else None
     try:
-        applied = apply(client)
-        apply_history_ttl(client, settings.clickhouse_history_ttl_days)
         typer.echo(f"kafka: {settings.kafka_bootstrap_servers} (created {len(created)} topics)")
-        typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
+        if client is not None:
+            applied = apply(client)
+            apply_history_ttl(client, settings.clickhouse_history_ttl_days)
+            typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
+        roles = [role for role in ROLES if role in settings.roles]
+        typer.echo(f"roles: {', '.join(roles)} (consumer group {settings.faust_app_id})")
         pipeline = build(settings, clickhouse=client)
-        if serve_api:
+        if client is not None and serve_api:
             _serve_api_in(pipeline, settings, client)
         if simulate_rate is not None:
             _simulate_in(pipeline, settings, simulate_rate)
@@ -150,7 +156,8 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
             if exit_.code not in (0, None):
                 raise
     finally:
-        client.close()
+        if client is not None:
+            client.close()
 
 
 def _to_terminal(line: str) -> None:

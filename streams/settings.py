@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
+Role = Literal["engine", "projection", "aggregates", "sinks"]
+ROLES: tuple[Role, ...] = ("engine", "projection", "aggregates", "sinks")
+"""What one worker process can run: the thread engine (with policies and alert commands), the token projection, the
+project and conversation aggregates, the ClickHouse sinks."""
 
 
 class Settings(BaseSettings):
@@ -47,6 +51,12 @@ class Settings(BaseSettings):
     worker_web_bind: str = Field(default="127.0.0.1", description="Address of the worker's web server.")
     progress_seconds: float = Field(default=10.0, gt=0, description="How often `ctxbudget run` prints its progress.")
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
+    roles: Annotated[frozenset[Role], NoDecode] = Field(
+        default=frozenset(ROLES),
+        min_length=1,
+        description="What this worker runs, comma-separated (engine,projection,aggregates,sinks; default all). "
+        "Processes with different roles share the work, each role set in its own consumer group.",
+    )
 
     # Engine
     stale_factor: float = Field(default=3.0, gt=1, description="Stale after this many missed report intervals.")
@@ -68,6 +78,20 @@ class Settings(BaseSettings):
     project_retire_seconds: float = Field(
         default=1800, gt=0, description="A thread unchanged this long leaves its project's risk view (finished)."
     )
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return frozenset(r.strip() for r in value.split(",") if r.strip()) if isinstance(value, str) else value
+
+    @property
+    def faust_app_id(self) -> str:
+        """The id of this worker's Faust app: its consumer group and the prefix of its table changelogs. A worker
+        with every role is `app_id`; one with some roles gets a group (and tables) of its own, since a Kafka group
+        shares one subscription and each role reads different topics."""
+        if self.roles == frozenset(ROLES):
+            return self.app_id
+        return "-".join([self.app_id, *(role for role in ROLES if role in self.roles)])
 
     @cached_property
     def resolved_data_dir(self) -> Path:

@@ -92,7 +92,7 @@ def render(report: StatusReport) -> Group:
 
 # -- the broker ------------------------------------------------------------------------------------------------------
 async def collect(settings: Settings) -> StatusReport:
-    group = settings.app_id
+    group = settings.faust_app_id
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     await admin.start()
     try:

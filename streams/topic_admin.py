@@ -1,7 +1,7 @@
 """`ctxbudget topics create|describe`: every topic of the topology with its declared shape, and the drift from it.
 
 Declared = the topics of `streams.topics.TOPICS` plus the changelog of every table the topology registers (Faust
-names them `<app_id>-<table>-changelog`; compacted, one partition per input partition). `create` makes the missing
+names them `<faust_app_id>-<table>-changelog`; compacted, one partition per input partition). `create` makes the missing
 ones and never alters an existing topic: what differs is reported as drift for an operator to decide.
 """
 
@@ -44,7 +44,7 @@ def declared_topics(settings: Settings, tables: Iterable[str]) -> list[TopicShap
     partitions, replication = settings.topic_partitions, settings.topic_replication_factor
     topics = [TopicShape(settings.topic(s.name), partitions, replication, s.configs()) for s in TOPICS]
     changelogs = [
-        TopicShape(f"{settings.app_id}-{table}-changelog", partitions, replication, CHANGELOG_CONFIGS)
+        TopicShape(f"{settings.faust_app_id}-{table}-changelog", partitions, replication, CHANGELOG_CONFIGS)
         for table in sorted(tables)
     ]
     return topics + changelogs

@@ -1,16 +1,23 @@
-"""The whole stream topology at a glance: topic -> agent -> table -> topic.
+"""The whole stream topology at a glance: topic -> agent -> table -> topic, by role.
 
+    engine, projection:
     policies [project_id]      -> load_policies        -> policies (global table)
+
+    engine:
     alert-commands [alert_id]  -> route_alert_commands -> alert-commands-by-thread [thread_id]
 
+    projection:
     session-events [thread_id]   \\ thread_projection -> thread-projections (table)
     thread-state [thread_id]     /                    -> snapshots (estimator), master-actions (compact_now),
                                                          compactions, deadletter
+
+    engine:
     snapshots [thread_id]          \\
     session-events [thread_id]      > thread_engine  -> thread-slots (table)
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
     alert-commands-by-thread      /                     client-events, deadletter
 
+    aggregates:
     thread-state [thread_id]               \\ route_thread_state      -> thread-routes (table)
     conversation-links [thread_id]         /                         -> thread-state-by-project, conversation-threads
     thread-state-by-project [project_id]  -> project_risk (+ timer)  -> project-states (table)
@@ -19,16 +26,21 @@
     conversation-threads [conversation_id] /                         -> conversation-indicators, conversation-links,
                                                                         client-events
 
+    sinks:
     thread-state, alerts, context-events, ... (sinks.tables.ROUTES) -> clickhouse_sink (+ timer) -> ClickHouse tables
 
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
 ...); `streams.runtime` holds the one delivery discipline every stateful agent follows; this module only declares
 which topics feed which fold.
+
+A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
+each role set in a consumer group of its own, with its own table changelogs (`Settings.faust_app_id`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import faust
@@ -86,18 +98,88 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 
 def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
-    """The worker's app; with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
+    """The worker's app with the agents of `settings.roles`; with a `clickhouse` client (owned by the worker) the
+    sinks write every route into it."""
     app = create_app(settings)
     runtime = Runtime(app, settings)
     observability.install(app, settings, ClickHouseProbe.of(clickhouse) if clickhouse is not None else None)
-    config = engine_config(settings)
     prefix = settings.topic_prefix
 
     async def send_dead_letter(message: InputMessage, error: DecodeError) -> None:
         await runtime.send([dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix)])
 
-    # -- policies: validated, then everywhere through a global table ------------------------------------------------
-    policies = app.GlobalTable("policies", partitions=settings.topic_partitions, default=None, **RAW)
+    roles = settings.roles
+    lookup_policy = _policies(app, runtime, send_dead_letter) if roles & {"engine", "projection"} else None
+
+    # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
+    if "projection" in roles:
+        assert lookup_policy is not None
+        projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy)
+        metrics.watch_estimator(projection.estimator.stats)
+        runtime.keyed_fold(
+            "thread_projection",
+            "thread-projections",
+            PROJECTION_INPUTS,
+            restore_state,  # any stored fold version: an older one degrades to the raw sample
+            batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
+        )
+
+    # -- the thread budget engine; acks re-keyed by the thread that owns the alert, so the engine sees them in order --
+    if "engine" in roles:
+        assert lookup_policy is not None
+        _route_alert_commands(app, runtime, send_dead_letter)
+        config = engine_config(settings)
+        runtime.keyed_fold(
+            "thread_engine",
+            "thread-slots",
+            ENGINE_INPUTS,
+            SLOT_CODEC.decode,
+            batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
+            tick=lambda slots, now: tick_all(slots, now, config),
+            census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
+        )
+
+    # -- project risk and conversation indicators: thread state fanned out to projects and conversations -------------
+    if "aggregates" in roles:
+        projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
+        runtime.keyed_fold(
+            "route_thread_state",
+            "thread-routes",
+            ROUTES_INPUTS,
+            ROUTES_CODEC.decode,
+            batch=lambda messages, load, now: routes_batch(messages, load, now, prefix),
+        )
+        runtime.keyed_fold(
+            "project_risk",
+            "project-states",
+            PROJECT_INPUTS,
+            PROJECT_CODEC.decode,
+            batch=lambda messages, load, now: projects_batch(messages, load, now, projects_config, prefix),
+            tick=lambda projects, now: retire_idle_projects(projects, now, projects_config),
+        )
+        runtime.keyed_fold(
+            "conversation_indicators",
+            "conversation-states",
+            INDICATOR_INPUTS,
+            INDICATOR_CODEC.decode,
+            batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
+        )
+
+    # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
+    if "sinks" in roles and clickhouse is not None:
+        ClickHouseSink(runtime, clickhouse, backoff=metrics.CountedBackoff())
+
+    return app
+
+
+DeadLetter = Callable[[InputMessage, DecodeError], Awaitable[None]]
+
+
+def _policies(
+    app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter
+) -> Callable[[str], ThresholdPolicy | None]:
+    """Policies, validated, then everywhere through a global table; returns the lookup by project id."""
+    policies = app.GlobalTable("policies", partitions=runtime.settings.topic_partitions, default=None, **RAW)
     policy_cache: dict[bytes, ThresholdPolicy] = {}
 
     def lookup_policy(project_id: str) -> ThresholdPolicy | None:
@@ -122,7 +204,12 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
             policies[message.key] = message.value
             await runtime.delivered()  # the event is acked when this returns: its changelog record must be in Kafka
 
-    # -- acks: re-keyed by the thread that owns the alert (a repartition), so the engine sees them in order ----------
+    return lookup_policy
+
+
+def _route_alert_commands(app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter) -> None:
+    """Acks re-keyed by the thread that owns the alert (a repartition)."""
+
     @app.agent(runtime.topic("alert-commands"), name="route_alert_commands")
     async def route_alert_commands(stream: faust.StreamT) -> None:
         async for event in stream.events():
@@ -133,56 +220,3 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
                 await send_dead_letter(message, error)
                 continue
             await runtime.send([Emit(ALERT_COMMANDS_BY_THREAD, command.thread_id, command)])
-
-    # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
-    projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy)
-    metrics.watch_estimator(projection.estimator.stats)
-    runtime.keyed_fold(
-        "thread_projection",
-        "thread-projections",
-        PROJECTION_INPUTS,
-        restore_state,  # any stored fold version: an older one degrades to the raw sample
-        batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
-    )
-
-    # -- the thread budget engine -----------------------------------------------------------------------------------
-    runtime.keyed_fold(
-        "thread_engine",
-        "thread-slots",
-        ENGINE_INPUTS,
-        SLOT_CODEC.decode,
-        batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
-        tick=lambda slots, now: tick_all(slots, now, config),
-        census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
-    )
-
-    # -- project risk and conversation indicators: thread state fanned out to projects and conversations -------------
-    projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
-    runtime.keyed_fold(
-        "route_thread_state",
-        "thread-routes",
-        ROUTES_INPUTS,
-        ROUTES_CODEC.decode,
-        batch=lambda messages, load, now: routes_batch(messages, load, now, prefix),
-    )
-    runtime.keyed_fold(
-        "project_risk",
-        "project-states",
-        PROJECT_INPUTS,
-        PROJECT_CODEC.decode,
-        batch=lambda messages, load, now: projects_batch(messages, load, now, projects_config, prefix),
-        tick=lambda projects, now: retire_idle_projects(projects, now, projects_config),
-    )
-    runtime.keyed_fold(
-        "conversation_indicators",
-        "conversation-states",
-        INDICATOR_INPUTS,
-        INDICATOR_CODEC.decode,
-        batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
-    )
-
-    # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
-    if clickhouse is not None:
-        ClickHouseSink(runtime, clickhouse, backoff=metrics.CountedBackoff())
-
-    return app

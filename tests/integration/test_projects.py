@@ -89,13 +89,32 @@ class Scenario:
         await self.outputs.wait_for(done, what=f"the outputs of {step}")
 
 
+@pytest.mark.parametrize(
+    "layout",
+    [
+        [(None, "engine, projection, aggregates, sinks (consumer group {app})")],
+        [
+            ("engine,projection", "engine, projection (consumer group {app}-engine-projection)"),
+            ("aggregates,sinks", "aggregates, sinks (consumer group {app}-aggregates-sinks)"),
+        ],
+    ],
+    ids=["one-worker", "aggregates-in-another-process"],
+)  # fmt: skip
 async def test_two_projects_five_threads_three_conversations_publish_exactly_the_pure_folds_outputs(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, layout: list[tuple[str | None, str]]
 ) -> None:
+    """Also with the aggregates in a process of their own: `layout` is each worker's roles and what it prints."""
     settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
     await ensure_topics(settings)
-    worker = WorkerProcess(settings, tmp_path / "worker", **ENV).start()
+    workers = [
+        WorkerProcess(
+            settings, tmp_path / f"worker-{i}", **ENV, **({"CTXBUDGET_ROLES": roles} if roles else {})
+        ).start()
+        for i, (roles, _) in enumerate(layout)
+    ]
     try:
+        for worker, (_, printed) in zip(workers, layout, strict=True):
+            assert await worker.printed("roles: ") == printed.format(app=settings.app_id)
         async with Outputs(settings) as outputs:
             run = Scenario(settings, outputs)
             await run.conversation(conversation("conv-single", SINGLE, ["a"], project="proj-1", seconds=0))
@@ -156,7 +175,8 @@ async def test_two_projects_five_threads_three_conversations_publish_exactly_the
             events = [e for e in _ours(outputs, "client-events") if e["event_type"] == "project.context_risk.updated"]
             assert len({e["event_id"] for e in events}) == len(events) == len(outputs.records["project-risk"])
     finally:
-        assert worker.stop() == 0, worker.output()
+        codes = [worker.stop() for worker in workers]
+        assert codes == [0] * len(workers), "\n".join(worker.output() for worker in workers)
 
 
 async def test_a_silent_thread_turns_stale_on_its_ring_then_leaves_its_project_after_the_idle_time(

@@ -32,3 +32,18 @@ def test_embedded_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 def test_partitions_must_be_positive() -> None:
     with pytest.raises(ValueError, match="topic_partitions"):
         Settings(topic_partitions=0)
+
+
+def test_roles_are_comma_separated_and_each_set_is_its_own_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().faust_app_id == "ctxbudget"  # every role: the group and changelogs of a single worker
+    monkeypatch.setenv("CTXBUDGET_ROLES", "sinks, engine")
+    settings = Settings()
+    assert settings.roles == {"engine", "sinks"}
+    assert settings.faust_app_id == "ctxbudget-engine-sinks"  # in a fixed order, whatever order was given
+    assert Settings(roles="engine,projection,aggregates,sinks").faust_app_id == "ctxbudget"
+
+
+@pytest.mark.parametrize("roles", ["", "engine,bogus"])
+def test_no_role_or_an_unknown_one_is_refused(roles: str) -> None:
+    with pytest.raises(ValueError, match="roles"):
+        Settings(roles=roles)

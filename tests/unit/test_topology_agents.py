@@ -41,3 +41,20 @@ async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent:
     assert dead.topic == "deadletter"
     assert isinstance(dead.record, DeadLetter)
     assert (dead.record.reason, dead.record.original_value) == ("validation_error", b'{"alert_id": 7}')
+
+
+@pytest.mark.parametrize(
+    ("roles", "agents"),
+    [
+        ("engine", {"load_policies", "route_alert_commands", "thread_engine"}),
+        ("projection", {"load_policies", "thread_projection"}),
+        ("aggregates", {"route_thread_state", "project_risk", "conversation_indicators"}),
+        ("engine,projection,aggregates,sinks", {
+            "load_policies", "route_alert_commands", "thread_engine", "thread_projection", "route_thread_state",
+            "project_risk", "conversation_indicators",
+        }),
+    ],
+)  # fmt: skip
+def test_a_worker_registers_the_agents_of_its_roles_only(roles: str, agents: set[str], tmp_path: Path) -> None:
+    app = build(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=roles))
+    assert set(app.agents) == agents
