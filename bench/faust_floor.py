@@ -3,7 +3,7 @@
     .venv/bin/python bench/faust_floor.py BOOTSTRAP PREFIX RECORDS
 
 Reads RECORDS records from the prefixed `snapshots`, `session-events` and `handoff-packages` topics the way every fold
-of the worker does (the app of `streams.app`, `take_events` batches of the configured size), in a consumer group of
+of the worker does (the app of `streams.app`, `take_ahead` batches of the configured size), in a consumer group of
 its own, and prints `floor N records/s` from the first batch to the last. `bench/engine_bench.py` runs it as the ceiling
 of any Faust agent, between the raw aiokafka ceiling and the worker.
 """
@@ -21,6 +21,7 @@ import faust
 from streams.app import Worker, create_app
 from streams.runtime import Runtime
 from streams.settings import Settings
+from streams.take_ahead import take_ahead
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     @app.agent(runtime.topic("snapshots", "session-events", "handoff-packages"), name="floor")
     async def floor(stream: faust.StreamT) -> None:
         nonlocal seen, started
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+        async for events in take_ahead(stream, settings.batch_size, settings.batch_seconds, release=lambda _: None):
             started = started or time.perf_counter()
             for event in events:
                 await stream.ack(event)

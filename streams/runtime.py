@@ -2,8 +2,9 @@
 
 One discipline, kept in one place so each agent in `streams.topology` is a single declaration:
 
-1. Records arrive in batches (`take_events`). Each message is held by one extra reference, because `take_events`
-   acknowledges a batch in a `finally` even when the agent is cancelled mid-batch (rebalance, shutdown).
+1. Records arrive in batches (`take_ahead`, which fills the next batch while this one is applied). Each message is
+   held by one extra reference, because the batching acknowledges a batch in a `finally` even when the agent is
+   cancelled mid-batch (rebalance, shutdown).
 2. Nothing is applied while a rebalance is under way: the seek that ends it delivers those records again.
 3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py),
    and a timer rewinds a partition with a gap, or one that owes records and has stopped advancing (Faust drops
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -41,6 +42,7 @@ from streams import faust_fixes, metrics
 from streams.batching import BatchResult, Emit, InputMessage
 from streams.sequencer import Admit, Sequencer, Survey
 from streams.settings import Settings
+from streams.take_ahead import take_ahead
 from streams.topics import compacted_topics
 
 S = TypeVar("S")
@@ -138,7 +140,7 @@ class KeyedFold(Generic[S]):
         self._decoded_generation: int | None = None
 
         async def agent(stream: faust.StreamT) -> None:
-            async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+            async for events in self.intake.batches(stream, settings.batch_size, settings.batch_seconds):
                 await self._on_batch(stream, events, batch)
 
         app.agent(runtime.topic(*inputs), name=name)(agent)
@@ -257,8 +259,12 @@ class OrderedIntake:
         """The consumer generation the last admitted batch belongs to."""
         return self.sequencer.generation
 
+    def batches(self, stream: faust.StreamT, max_: int, within: float) -> AsyncIterator[list[faust.EventT]]:
+        """The stream in batches of at most `max_` events, filling while the previous one is applied."""
+        return take_ahead(stream, max_, within, lambda event: release(self.app, event.message))
+
     def hold(self, events: Sequence[faust.EventT]) -> None:
-        """Take the extra reference before anything awaits: `take_events` acknowledges in a `finally`."""
+        """Take the extra reference before anything awaits: `take_ahead` acknowledges in a `finally`."""
         for event in events:
             event.message.incref()
 
@@ -333,5 +339,5 @@ def release(app: faust.App, message: faust.types.Message) -> None:
     """Let go of a record without acknowledging it, so that a rebalance does not wait for it (`Consumer.wait_empty`
     waits for every tracked record that is not acknowledged). What commits is the agents' reported progress, which
     stays below it; a later delivery of the same offset is what gets applied."""
-    message.acked = True  # Faust's own later ack of this delivery (take_events' `finally`) is then a no-op
+    message.acked = True  # the later ack of this delivery (take_ahead's `finally`) is then a no-op
     app.consumer._unacked_messages.discard(message)

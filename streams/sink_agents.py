@@ -87,7 +87,7 @@ class ClickHouseSink:
             self.stream = stream
             ticker = asyncio.ensure_future(self._tick_forever())
             try:
-                async for events in stream.take_events(settings.sink_batch_rows, within=settings.batch_seconds):
+                async for events in self.intake.batches(stream, settings.sink_batch_rows, settings.batch_seconds):
                     await self._on_batch(events)
             finally:
                 ticker.cancel()
