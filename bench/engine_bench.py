@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -238,6 +239,7 @@ async def worker_process(settings: Settings) -> AsyncIterator[WorkerUnderTest]:
         "CTXBUDGET_WORKER_WEB_PORT": str(web_port),
         "CTXBUDGET_API_PORT": str(api_port),
         "PATH": "/usr/bin:/bin",
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),  # the bench's own code
     }
     process = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
