@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -26,8 +25,6 @@ from schemas import Record
 from schemas.codec import encode_record
 from streams.settings import Settings
 
-ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x08")
-"""Cursor sequences and backspaces: Faust's console spinner writes them between the worker's lines."""
 OUTPUT_TOPICS = (
     "thread-state",
     "context-events",
@@ -136,8 +133,8 @@ class WorkerProcess:
         return self.process.returncode
 
     def output(self) -> str:
-        """What the worker wrote so far, without the terminal control sequences Faust's console emits."""
-        return ANSI_CONTROL.sub("", self.log.read_text(errors="replace")) if self.log.exists() else ""
+        """What the worker wrote so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
