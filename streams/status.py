@@ -1,9 +1,13 @@
 """`ctxbudget status`: how far behind the worker group is, and what it holds.
 
-- lag per topic/partition: the group's committed offsets (the broker's own record, `OffsetFetch`) against the
-  partitions' end offsets; the committed offset is the next record to process, so the last processed is one before;
+The group is that of the roles in the settings (`CTXBUDGET_ROLES`, all by default: see `Settings.faust_app_id`).
+
+- lag per partition of each topic the group reads: the group's committed offsets (the broker's own record,
+  `OffsetFetch`) against the partitions' end offsets; the committed offset is the next record to process, so the
+  last processed is one before;
 - stale threads: the newest state of each thread on the compacted `thread-state` topic, read to its end;
-- sink backlog: the group's lag on the topics the ClickHouse sinks read (records not yet written and committed).
+- sink backlog: the group's lag on the topics the ClickHouse sinks read (records not yet written and committed); none
+  for a group without the sinks role.
 
 Reading Kafka is `collect`; `lag_rows`, `as_json` and `render` are pure.
 """
@@ -49,7 +53,8 @@ class StatusReport:
     partitions: list[PartitionLag]
     threads: int
     stale_threads: int
-    sink_backlog: int
+    sink_backlog: int | None
+    """None: the group does not run the sinks."""
 
 
 def lag_rows(committed: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> list[PartitionLag]:
@@ -86,8 +91,20 @@ def render(report: StatusReport) -> Group:
         lag.add_row(row.topic, str(row.partition), processed, str(row.end), str(row.lag))
     totals = Table("threads", "stale threads", "sink backlog", "total lag")
     total = sum(row.lag for row in report.partitions)
-    totals.add_row(str(report.threads), str(report.stale_threads), str(report.sink_backlog), str(total))
+    backlog = "-" if report.sink_backlog is None else str(report.sink_backlog)
+    totals.add_row(str(report.threads), str(report.stale_threads), backlog, str(total))
     return Group(lag, totals)
+
+
+def consumed_topics(settings: Settings) -> set[str]:
+    """The topics the group of `settings.roles` reads: its agents' (the topology, built, never started) and, with the
+    sinks role, the sinks' routes (their agent is registered only with a ClickHouse client)."""
+    from streams.topology import build
+
+    topics = {topic for agent in build(settings).agents.values() for topic in agent.channel.topics}
+    if "sinks" in settings.roles:
+        topics |= {settings.topic(route) for route in ROUTES}
+    return topics
 
 
 # -- the broker ------------------------------------------------------------------------------------------------------
@@ -98,8 +115,8 @@ async def collect(settings: Settings) -> StatusReport:
     try:
         offsets = await admin.list_consumer_group_offsets(group)
         committed = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
-        ours = {t for t in await admin.list_topics() if t.startswith(settings.topic_prefix)}
-        topics = await admin.describe_topics(sorted(ours | {topic for topic, _ in committed}))
+        read = consumed_topics(settings) & set(await admin.list_topics())
+        topics = await admin.describe_topics(sorted(read | {topic for topic, _ in committed}))
     finally:
         await admin.close()
     tps = [TopicPartition(t["topic"], p["partition"]) for t in topics for p in t["partitions"]]
@@ -111,7 +128,8 @@ async def collect(settings: Settings) -> StatusReport:
     finally:
         await consumer.stop()
     rows = lag_rows(committed, ends)
-    return StatusReport(group, rows, threads, stale, sink_backlog(rows, (settings.topic(t) for t in ROUTES)))
+    backlog = sink_backlog(rows, (settings.topic(t) for t in ROUTES)) if "sinks" in settings.roles else None
+    return StatusReport(group, rows, threads, stale, backlog)
 
 
 async def read_latest(

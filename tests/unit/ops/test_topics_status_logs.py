@@ -11,10 +11,11 @@ import orjson
 from fastapi.testclient import TestClient
 from rich.console import Console
 
+from sinks.tables import ROUTES
 from streams.health import ClickHouseProbe
 from streams.logs import logging_config
 from streams.settings import Settings
-from streams.status import StatusReport, as_json, count_stale, lag_rows, render, sink_backlog
+from streams.status import StatusReport, as_json, consumed_topics, count_stale, lag_rows, render, sink_backlog
 from streams.topic_admin import Drift, TopicShape, declared_topics, drift
 from tests.unit.api.fakes import RecordingPublisher, make_app
 
@@ -96,3 +97,21 @@ def test_api_readiness_follows_clickhouse_and_metrics_are_prometheus_text(tmp_pa
         assert "ctxbudget_clickhouse_up 0.0" in client.get("/metrics").text
         up["value"] = True
         assert client.get("/readyz").status_code == 200
+
+
+def test_status_reads_the_lag_of_the_topics_its_roles_read_and_a_sink_backlog_only_with_the_sinks(
+    tmp_path: Path,
+) -> None:
+    def read(roles: str) -> set[str]:
+        return consumed_topics(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=roles))
+
+    engine = {"ctx.snapshots", "ctx.session-events", "ctx.handoff-packages", "ctx.alert-commands-by-thread"}
+    assert read("engine") == engine | {"ctx.policies", "ctx.alert-commands"}
+    assert read("sinks") == {f"ctx.{route}" for route in ROUTES}
+    assert read("engine,projection,aggregates,sinks") >= engine | {"ctx.conversations", "ctx.thread-state-by-project"}
+    report = StatusReport("ctxbudget-engine", [], threads=3, stale_threads=0, sink_backlog=None)
+    assert json.loads(as_json(report))["sink_backlog"] is None
+    console = Console(file=io.StringIO(), width=120)
+    console.print(render(report))
+    totals = console.file.getvalue().splitlines()[-2]  # threads, stale threads, sink backlog, total lag
+    assert [cell.strip() for cell in totals.split("│")[1:-1]] == ["3", "0", "-", "0"]
