@@ -44,7 +44,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.cli import operator_token
-from bench.measure import free_port, percentile
+from bench.measure import percentile
 from schemas import SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.batching import InputMessage
@@ -52,6 +52,7 @@ from streams.engine.batch import SLOT_CODEC, _decode, process_batch
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
 from streams.engine.levels import classify_level
+from streams.local_kafka import free_port
 from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate, produce
 from streams.topics import ensure_topics

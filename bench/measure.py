@@ -1,22 +1,16 @@
-"""What the benchmark scripts share: a free local port, latency percentiles, `ctxbudget api` in its own process."""
+"""What the benchmark scripts share: latency percentiles, `ctxbudget api` in its own process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 
+from streams.local_kafka import free_port
 from streams.settings import Settings
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -18,10 +18,11 @@ import pytest
 from playwright.async_api import BrowserContext, expect
 
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
+from streams.local_kafka import free_port
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.browser.conftest import conversation_row, signed_in
-from tests.integration.pipeline import WorkerProcess, free_port, get_when_up, produce, until_listed
+from tests.integration.pipeline import WorkerProcess, get_when_up, produce, until_listed
 from tests.unit.engine.builders import snapshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.clickhouse]

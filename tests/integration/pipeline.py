@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from schemas import Record
 from schemas.codec import encode_record
+from streams.local_kafka import free_port
 from streams.settings import Settings
 
 OUTPUT_TOPICS = (
@@ -36,12 +36,6 @@ OUTPUT_TOPICS = (
     "project-risk",
     "conversation-indicators",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def get_json(url: str, token: str | None = None) -> Any:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pipeline import free_port, get_when_up
+from streams.local_kafka import free_port
+from tests.integration.pipeline import get_when_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
