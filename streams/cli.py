@@ -9,7 +9,7 @@ import typer
 
 from api.cli import token
 from reporter.cli import report
-from streams.settings import ROLES, Settings
+from streams.settings import Settings
 
 if TYPE_CHECKING:
     import faust
@@ -140,8 +140,7 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
             applied = apply(client)
             apply_history_ttl(client, settings.clickhouse_history_ttl_days)
             typer.echo(f"clickhouse: {settings.clickhouse_url} ({len(applied)} migrations applied)")
-        roles = [role for role in ROLES if role in settings.roles]
-        typer.echo(f"roles: {', '.join(roles)} (consumer group {settings.faust_app_id})")
+        typer.echo(f"roles: {', '.join(settings.role_list)} (consumer group {settings.faust_app_id})")
         pipeline = build(settings, clickhouse=client)
         if client is not None and serve_api:
             _serve_api_in(pipeline, settings, client)

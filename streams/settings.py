@@ -85,13 +85,18 @@ class Settings(BaseSettings):
         return frozenset(r.strip() for r in value.split(",") if r.strip()) if isinstance(value, str) else value
 
     @property
+    def role_list(self) -> list[Role]:
+        """The roles in their fixed order (`ROLES`), whatever order they were given in."""
+        return [role for role in ROLES if role in self.roles]
+
+    @property
     def faust_app_id(self) -> str:
         """The id of this worker's Faust app: its consumer group and the prefix of its table changelogs. A worker
         with every role is `app_id`; one with some roles gets a group (and tables) of its own, since a Kafka group
         shares one subscription and each role reads different topics."""
         if self.roles == frozenset(ROLES):
             return self.app_id
-        return "-".join([self.app_id, *(role for role in ROLES if role in self.roles)])
+        return "-".join([self.app_id, *self.role_list])
 
     @cached_property
     def resolved_data_dir(self) -> Path:
