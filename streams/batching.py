@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from schemas import DeadLetter, DecodeError, Record
 
 S = TypeVar("S")
+K = TypeVar("K", bytes, str)
 DEADLETTER = "deadletter"
 
 
@@ -105,3 +106,27 @@ def fold_records(
             states[key] = result.states[key] = change.state
         result.emits.extend(change.emits)
     return result
+
+
+class DecodedStates(Generic[K, S]):
+    """Per key, the stored bytes last decoded or written and their state: states are immutable, and decoding every
+    state on every batch and tick was a fold's largest cost after its batch function."""
+
+    def __init__(self, decode: Callable[[bytes], S]) -> None:
+        self.decode = decode
+        self._states: dict[K, tuple[bytes, S]] = {}
+
+    def get(self, key: K, raw: bytes) -> S:
+        """The state stored as `raw`, decoded only if these very bytes were not decoded or written for `key` last."""
+        cached = self._states.get(key)
+        if cached is not None and cached[0] is raw:  # the very bytes object: nothing wrote the key since
+            return cached[1]
+        state = self.decode(raw)
+        self._states[key] = (raw, state)
+        return state
+
+    def written(self, key: K, raw: bytes, state: S) -> None:
+        self._states[key] = (raw, state)
+
+    def clear(self) -> None:
+        self._states.clear()

@@ -39,7 +39,7 @@ from faust.types import TP
 
 from schemas.codec import encode_record
 from streams import faust_fixes, metrics
-from streams.batching import BatchResult, Emit, InputMessage
+from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
 from streams.sequencer import Admit, Sequencer, Survey
 from streams.settings import Settings
 from streams.take_ahead import take_ahead
@@ -126,7 +126,6 @@ class KeyedFold(Generic[S]):
     ) -> None:
         app, settings = runtime.app, runtime.settings
         self.runtime = runtime
-        self.decode_state = decode_state
         self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
         self.lock = asyncio.Lock()
         topics = [settings.topic(n) for n in inputs]
@@ -134,9 +133,7 @@ class KeyedFold(Generic[S]):
         self.owner_topic = topics[0]
         self.name = name
         self.census = census
-        self._decoded: dict[bytes, tuple[bytes, S]] = {}
-        """Per key, the stored bytes last decoded or written and their state: states are immutable, and decoding
-        every state on every batch and tick was the fold's largest cost after the batch function."""
+        self._decoded: DecodedStates[bytes, S] = DecodedStates(decode_state)
         self._decoded_generation: int | None = None
 
         async def agent(stream: faust.StreamT) -> None:
@@ -161,12 +158,7 @@ class KeyedFold(Generic[S]):
         if generation != self._decoded_generation:  # partitions may have moved: let go of states not owned now
             self._decoded.clear()
             self._decoded_generation = generation
-        cached = self._decoded.get(key)
-        if cached is not None and cached[0] is raw:  # the very bytes object: nothing wrote the key since
-            return cached[1]
-        state = self.decode_state(raw)
-        self._decoded[key] = (raw, state)
-        return state
+        return self._decoded.get(key, raw)
 
     async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
         app = self.runtime.app
@@ -214,7 +206,7 @@ class KeyedFold(Generic[S]):
         for key, state in result.states.items():
             raw_key, raw = key.encode(), encode_record(state)
             self.table[raw_key] = raw
-            self._decoded[raw_key] = (raw, state)
+            self._decoded.written(raw_key, raw, state)
         if result.states:
             await self.runtime.delivered()
 

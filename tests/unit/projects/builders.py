@@ -14,7 +14,7 @@ from schemas.codec import encode_record
 from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
-from streams.batching import BatchResult, InputMessage
+from streams.batching import BatchResult, DecodedStates, InputMessage
 from streams.engine.actions import actions_for_level
 from streams.engine.levels import classify_level
 from streams.projects import indicators, risk, routes
@@ -214,12 +214,13 @@ class Topics:
         self.topics: dict[str, list[InputMessage]] = defaultdict(list)
         self.offsets: dict[str, int] = defaultdict(int)
         self.published: list[Emit] = []
-        self.decoded: list[dict[str, tuple[bytes, Any]]] = [{}, {}, {}]
         self.folds = [
             (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, PREFIX)),
             (PROJECT_INPUTS, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
             (INDICATOR_INPUTS, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
         ]
+        self.decoded: list[DecodedStates[str, Any]] = [DecodedStates(codec.decode) for _, _, codec, _ in self.folds]
+        """As streams.runtime.KeyedFold, each state is decoded once per stored value."""
 
     def produce(self, topic: str, key: str, value: Record | bytes) -> None:
         raw = value if isinstance(value, bytes) else encode_record(value)
@@ -240,20 +241,12 @@ class Topics:
         self._publish(batch(messages, lambda key: self._load(fold, key)), fold)
 
     def _load(self, fold: int, key: str) -> Any:
-        """A key's state, decoded once per stored value (as streams.runtime.KeyedFold caches states it decoded)."""
-        _, table, codec, _ = self.folds[fold]
-        raw = table.get(key)
-        if raw is None:
-            return None
-        cached = self.decoded[fold].get(key)
-        if cached is None or cached[0] is not raw:
-            cached = self.decoded[fold][key] = (raw, codec.decode(raw))
-        return cached[1]
+        raw = self.folds[fold][1].get(key)
+        return None if raw is None else self.decoded[fold].get(key, raw)
 
     def tick(self, now: datetime) -> None:
         """The project fold's timer."""
-        _, table, codec, _ = self.folds[1]
-        states = ((key, codec.decode(raw)) for key, raw in table.items())
+        states = ((key, self.decoded[1].get(key, raw)) for key, raw in self.folds[1][1].items())
         self._publish(retire_idle_projects(states, now, self.config), 1)
 
     def drain(self, size: int = 1_000) -> None:
@@ -273,4 +266,4 @@ class Topics:
         table = self.folds[fold][1]
         for key, state in result.states.items():
             raw = table[key] = encode_record(state)
-            self.decoded[fold][key] = (raw, state)
+            self.decoded[fold].written(key, raw, state)
