@@ -148,7 +148,13 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
             _simulate_in(pipeline, settings, simulate_rate)
         _print_progress_in(pipeline, settings)
         logs = logging_config(settings.log_level, settings.log_format)
-        worker = Worker(pipeline, loglevel=settings.log_level, quiet=True, logging_config=logs)
+        worker = Worker(
+            pipeline,
+            loglevel=settings.log_level,
+            quiet=True,
+            logging_config=logs,
+            shutdown_seconds=settings.shutdown_seconds,
+        )
         try:
             worker.execute_from_commandline()
         except SystemExit as exit_:

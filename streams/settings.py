@@ -50,6 +50,13 @@ class Settings(BaseSettings):
     )
     worker_web_bind: str = Field(default="127.0.0.1", description="Address of the worker's web server.")
     progress_seconds: float = Field(default=10.0, gt=0, description="How often `ctxbudget run` prints its progress.")
+    shutdown_seconds: float = Field(
+        default=30,
+        gt=0,
+        description="How long a worker may take to stop after SIGINT/SIGTERM. Past it (or on a second signal) it "
+        "writes every thread's and task's stack to stderr and exits 1 without finishing, as a kill would: a restart "
+        "reads again whatever was not committed.",
+    )
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
     roles: Annotated[frozenset[Role], NoDecode] = Field(
         default=frozenset(ROLES),
