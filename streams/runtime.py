@@ -100,16 +100,16 @@ class Runtime:
     def keyed_fold(
         self,
         name: str,
-        table: str,
         inputs: Sequence[str],
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],
         tick: TickFn[S] | None = None,
         census: Callable[[Iterable[S]], None] | None = None,
     ) -> KeyedFold[S]:
-        """Register the agent `name` over `inputs` (all keyed alike, same partition count), with `table` holding one
-        state per key, and the timer `tick` when given. Returns the fold, whose `load` reads a key's state."""
-        return KeyedFold(self, name, table, inputs, decode_state, batch, tick, census)
+        """Register the agent `name` over `inputs` (all keyed alike, same partition count), with its table (also
+        `name`) holding one state per key, and the timer `tick` when given. Returns the fold, whose `load` reads a
+        key's state."""
+        return KeyedFold(self, name, inputs, decode_state, batch, tick, census)
 
 
 class KeyedFold(Generic[S]):
@@ -117,7 +117,6 @@ class KeyedFold(Generic[S]):
         self,
         runtime: Runtime,
         name: str,
-        table: str,
         inputs: Sequence[str],
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],

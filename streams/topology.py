@@ -7,28 +7,29 @@
     alert-commands [alert_id]  -> route_alert_commands -> alert-commands-by-thread [thread_id]
 
     projection:
-    session-events [thread_id]   \\ thread_projection -> thread-projections (table)
+    session-events [thread_id]   \\ thread_projection -> table: projections
     thread-state [thread_id]     /                    -> snapshots (estimator), master-actions (compact_now),
                                                          compactions, deadletter
 
     engine:
     snapshots [thread_id]          \\
-    session-events [thread_id]      > thread_engine  -> thread-slots (table)
+    session-events [thread_id]      > thread_engine  -> table: thread slots
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
     alert-commands-by-thread      /                     client-events, deadletter
 
     aggregates:
-    thread-state [thread_id]               \\ route_thread_state      -> thread-routes (table)
+    thread-state [thread_id]               \\ route_thread_state      -> table: thread routes
     conversation-links [thread_id]         /                         -> thread-state-by-project, conversation-threads
-    thread-state-by-project [project_id]  -> project_risk (+ timer)  -> project-states (table)
+    thread-state-by-project [project_id]  -> project_risk (+ timer)  -> table: project states
                                                                      -> project-risk, client-events
-    conversations [conversation_id]        \\ conversation_indicators -> conversation-states (table)
+    conversations [conversation_id]        \\ conversation_indicators -> table: indicator states
     conversation-threads [conversation_id] /                         -> conversation-indicators, conversation-links,
                                                                         client-events
 
     sinks:
     thread-state, alerts, context-events, ... (sinks.tables.ROUTES) -> clickhouse_sink (+ timer) -> ClickHouse tables
 
+Each fold's table holds one state per key and is named after its agent (changelog `<group>-<agent>-changelog`).
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
 ...); `streams.runtime` holds the one delivery discipline every stateful agent follows; this module only declares
@@ -118,7 +119,6 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         metrics.watch_estimator(projection.estimator.stats)
         runtime.keyed_fold(
             "thread_projection",
-            "thread-projections",
             PROJECTION_INPUTS,
             restore_state,  # any stored fold version: an older one degrades to the raw sample
             batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
@@ -131,7 +131,6 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         config = engine_config(settings)
         runtime.keyed_fold(
             "thread_engine",
-            "thread-slots",
             ENGINE_INPUTS,
             SLOT_CODEC.decode,
             batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
@@ -144,14 +143,12 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
         runtime.keyed_fold(
             "route_thread_state",
-            "thread-routes",
             ROUTES_INPUTS,
             ROUTES_CODEC.decode,
             batch=lambda messages, load, now: routes_batch(messages, load, now, prefix),
         )
         runtime.keyed_fold(
             "project_risk",
-            "project-states",
             PROJECT_INPUTS,
             PROJECT_CODEC.decode,
             batch=lambda messages, load, now: projects_batch(messages, load, now, projects_config, prefix),
@@ -159,7 +156,6 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         )
         runtime.keyed_fold(
             "conversation_indicators",
-            "conversation-states",
             INDICATOR_INPUTS,
             INDICATOR_CODEC.decode,
             batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
