@@ -49,7 +49,10 @@ def main() -> None:
                 print(f"\nfloor {seen / (time.perf_counter() - started):.0f} records/s", flush=True)
                 os._exit(0)  # the figure is out; a clean Faust shutdown only adds seconds
 
-    Worker(app, loglevel="error", quiet=True, redirect_stdouts=False).execute_from_commandline()
+    worker = Worker(
+        app, loglevel="error", quiet=True, redirect_stdouts=False, shutdown_seconds=settings.shutdown_seconds
+    )
+    worker.execute_from_commandline()
 
 
 if __name__ == "__main__":
