@@ -117,12 +117,13 @@ async def _committed(settings: Settings) -> dict:
         await admin.close()
 
 
-def faust_floor(settings: Settings, total: int) -> float:
-    """Records/s of `bench/faust_floor.py` over the same backlog: the most any Faust agent here can do."""
+def faust_floor(settings: Settings, total: int, mode: str = "stream") -> float:
+    """Records/s of `bench/faust_floor.py` over the same backlog: with `stream`, the most any Faust agent here can
+    do; with `tap`, the most a fold fed by Faust's conductor without a Stream could."""
     script = Path(__file__).with_name("faust_floor.py")
-    args = [sys.executable, str(script), str(settings.kafka_bootstrap_servers), settings.topic_prefix, str(total)]
+    args = [sys.executable, str(script), str(settings.kafka_bootstrap_servers), settings.topic_prefix, str(total), mode]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=True)
-    return float(re.findall(r"floor (\d+) records/s", done.stdout)[-1])
+    return float(re.findall(r"(?:floor|tap) (\d+) records/s", done.stdout)[-1])
 
 
 async def _caught_up(settings: Settings) -> bool:
@@ -161,9 +162,11 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
     inputs = sorted({tp.topic for tp in ends})
     ceiling = await raw_ceiling(settings, inputs, sent)
     floor = faust_floor(settings, sent)
+    tap = faust_floor(settings, sent, "tap")
     print(f"on {settings.kafka_bootstrap_servers}: {sent} input records, {settings.topic_partitions} partitions")
     print(f"  raw aiokafka consume+produce ceiling {ceiling:10.0f} records/s")
     print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  ({floor / ceiling:.2f}x)")
+    print(f"  ... fed by the conductor, no Stream  {tap:10.0f} records/s  ({tap / ceiling:.2f}x)")
 
     async with worker_process(settings) as worker, httpx.AsyncClient(timeout=10) as http:
         rate, before, after, elapsed = await drain(http, worker, ends, sent)
