@@ -1,4 +1,4 @@
-"""The whole stream topology at a glance: topic -> fold or agent -> table -> topic, by role.
+"""The whole stream topology at a glance: topic -> agent -> table -> topic, by role.
 
     engine, projection:
     policies [project_id]      -> load_policies        -> policies (global table)
@@ -32,8 +32,8 @@
 Each fold's table holds one state per key and is named after its agent (changelog `<group>-<agent>-changelog`).
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
-...); `streams.runtime` holds the one delivery discipline every fold follows (folds read Faust's conductor through
-`streams.tap`, not a Faust agent's Stream); this module only declares which topics feed which fold.
+...); `streams.runtime` holds the one delivery discipline every stateful agent follows; this module only declares
+which topics feed which fold.
 
 A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
 each role set in a consumer group of its own, with its own table changelogs (`Settings.faust_app_id`).
