@@ -2,11 +2,9 @@
 
 One discipline, kept in one place so each agent in `streams.topology` is a single declaration:
 
-1. Records arrive in batches, straight from Faust's conductor through a `Tap` (streams/tap.py): no agent and no
-   Stream, whose per-event iteration alone capped a fold at a fraction of what the fold can do. The fold acknowledges
-   or releases each record itself. (The sinks read an agent's Stream through `take_ahead`, which fills the next batch
-   while this one is applied, and hold each message by one extra reference, because `take_ahead` acknowledges a batch
-   in a `finally` even when the agent is cancelled mid-batch.)
+1. Records arrive in batches (`take_ahead`, which fills the next batch while this one is applied). Each message is
+   held by one extra reference, because the batching acknowledges a batch in a `finally` even when the agent is
+   cancelled mid-batch (rebalance, shutdown).
 2. Nothing is applied while a rebalance is under way: the seek that ends it delivers those records again.
 3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py),
    and a timer rewinds a partition with a gap, or one that owes records and has stopped advancing (Faust drops
@@ -22,14 +20,13 @@ One discipline, kept in one place so each agent in `streams.topology` is a singl
 Tables are keyed like their input topics (same bytes, same partitioner), so `use_partitioner` writes each changelog
 record to the partition that owns the key; that is what lets batches and timers write outside per-event iteration.
 
-Steps 2-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
+Steps 1-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
 (until their batch is inserted) but owe the same: never report a record not written, write in offset order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -46,15 +43,11 @@ from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
 from streams.sequencer import Admit, Sequencer, Survey
 from streams.settings import Settings
 from streams.take_ahead import take_ahead
-from streams.tap import Tap, tap_topic
 from streams.topics import compacted_topics
 
 S = TypeVar("S")
-log = logging.getLogger(__name__)
 SURVEY_RECORDS = 5000
 """The most records one survey of a compacted partition reads (its holes are then known without another)."""
-RESTART_SECONDS = 1.0
-"""How long a fold that failed waits before it reads on."""
 WATCH_SECONDS = 1.0
 """How often each agent's partitions are checked for gaps and stalls when no record arrives to trigger it."""
 RAW = {"key_type": bytes, "value_type": bytes}
@@ -142,19 +135,11 @@ class KeyedFold(Generic[S]):
         self._decoded: DecodedStates[bytes, S] = DecodedStates(decode_state)
         self._decoded_generation: int | None = None
 
-        self.tap = Tap(app, settings.batch_size, settings.batch_seconds, lambda event: release(app, event.message))
-        tap_topic(app, name, topics, self.tap, partitions=settings.topic_partitions, **RAW)
+        async def agent(stream: faust.StreamT) -> None:
+            async for events in self.intake.batches(stream, settings.batch_size, settings.batch_seconds):
+                await self._on_batch(stream, events, batch)
 
-        async def fold() -> None:
-            while True:
-                try:
-                    async for events in self.tap.batches():
-                        await self._on_batch(events, batch)
-                except Exception:  # as Faust restarts a crashed agent: the batch was let go, and is read again
-                    log.exception("fold %s failed; it goes on from the committed offsets", name)
-                    await asyncio.sleep(RESTART_SECONDS)
-
-        app.task(fold)
+        app.agent(runtime.topic(*inputs), name=name)(agent)
         if tick is not None:
 
             async def timer() -> None:
@@ -174,8 +159,9 @@ class KeyedFold(Generic[S]):
             self._decoded_generation = generation
         return self._decoded.get(key, raw)
 
-    async def _on_batch(self, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
+    async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
         app = self.runtime.app
+        self.intake.hold(events)
         settled = 0
         try:
             verdicts = await self.intake.admit(events)
@@ -192,7 +178,7 @@ class KeyedFold(Generic[S]):
                 if verdict is Admit.AHEAD:
                     release(app, event.message)
                 else:
-                    event.ack()
+                    await stream.ack(event)
                 settled += 1
         finally:
             if settled < len(events):

@@ -97,14 +97,11 @@ def render(report: StatusReport) -> Group:
 
 
 def consumed_topics(settings: Settings) -> set[str]:
-    """The topics the group of `settings.roles` reads: its agents' and folds' (the topology, built, never started)
-    and, with the sinks role, the sinks' routes (their agent is registered only with a ClickHouse client)."""
-    from streams.tap import tapped
+    """The topics the group of `settings.roles` reads: its agents' (the topology, built, never started) and, with the
+    sinks role, the sinks' routes (their agent is registered only with a ClickHouse client)."""
     from streams.topology import build
 
-    app = build(settings)
-    channels = [agent.channel for agent in app.agents.values()] + list(tapped(app).values())
-    topics = {topic for channel in channels for topic in channel.topics}
+    topics = {topic for agent in build(settings).agents.values() for topic in agent.channel.topics}
     if "sinks" in settings.roles:
         topics |= {settings.topic(route) for route in ROUTES}
     return topics

@@ -15,7 +15,6 @@ from schemas.codec import encode_record
 from streams.batching import Emit
 from streams.runtime import Runtime
 from streams.settings import Settings
-from streams.tap import tapped
 from streams.topology import build
 from tests.unit.engine.builders import ack
 
@@ -45,7 +44,7 @@ async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent:
 
 
 @pytest.mark.parametrize(
-    ("roles", "readers"),
+    ("roles", "agents"),
     [
         ("engine", {"load_policies", "route_alert_commands", "thread_engine"}),
         ("projection", {"load_policies", "thread_projection"}),
@@ -56,6 +55,6 @@ async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent:
         }),
     ],
 )  # fmt: skip
-def test_a_worker_registers_the_readers_of_its_roles_only(roles: str, readers: set[str], tmp_path: Path) -> None:
+def test_a_worker_registers_the_agents_of_its_roles_only(roles: str, agents: set[str], tmp_path: Path) -> None:
     app = build(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=roles))
-    assert set(app.agents) | set(tapped(app)) == readers
+    assert set(app.agents) == agents
