@@ -22,6 +22,10 @@ def alert_id(thread_id: str, alert_type: AlertType, sequence: int) -> str:
     return f"{thread_id}:{alert_type.value}:{sequence}"
 
 
+_DECLARED = {alert_type: i for i, alert_type in enumerate(AlertType)}
+"""Alerts that open together open in declaration order (their ids take consecutive sequence numbers)."""
+
+
 def reconcile(
     open_alerts: list[ContextAlert],
     holding: Iterable[AlertType],
@@ -41,7 +45,7 @@ def reconcile(
         else:
             transitions.append(alert.model_copy(update={"alert_status": AlertStatus.RESOLVED, "resolved_at": now}))
     have = {alert.alert_type for alert in kept}
-    for alert_type in sorted(wanted - have, key=list(AlertType).index):
+    for alert_type in sorted(wanted - have, key=_DECLARED.__getitem__):
         sequence += 1
         opened = ContextAlert(
             alert_id=alert_id(thread_id, alert_type, sequence),

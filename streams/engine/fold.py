@@ -221,7 +221,8 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         and state.compaction_expected_at - now <= config.risk_horizon
     )
     risk = not ready and (level is ContextBudgetLevel.CRITICAL or imminent)
-    state = state.model_copy(update={"must_finish_before_compaction": must_finish})
+    if must_finish != state.must_finish_before_compaction:
+        state = state.model_copy(update={"must_finish_before_compaction": must_finish})
 
     if risk != state.compaction_risk_open:
         state = state.model_copy(update={"compaction_risk_open": risk})
