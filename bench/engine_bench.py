@@ -188,6 +188,19 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
         print(f"  one worker, engine role only         {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
         _print_worker_figures(before, after, elapsed)
 
+    # Several engine processes in one group share the partitions: the most one machine does with the engine role.
+    settings = _fresh(settings)
+    engine = _with_roles(settings, "engine")
+    async with (
+        worker_process(engine) as worker,
+        worker_process(engine) as other,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        await _ready(http, worker, other)  # both in the group before the backlog, so the drain has no rebalance
+        sent, ends = await _backlog(settings, records)
+        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        print(f"  two processes, engine role only      {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
+
     settings = _fresh(settings)
     sent, ends = await _backlog(settings, records)
     async with (
@@ -207,6 +220,16 @@ def _with_roles(settings: Settings, roles: str) -> Settings:
 
 def _fresh(settings: Settings) -> Settings:
     return settings.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}."})
+
+
+async def _ready(http: httpx.AsyncClient, *workers: WorkerUnderTest) -> None:
+    """Until every worker's /readyz answers 200 (partitions assigned, tables recovered)."""
+    for worker in workers:
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if (await http.get(worker.metrics.replace("/metrics", "/readyz"))).status_code == 200:
+                    break
+            await asyncio.sleep(0.5)
 
 
 async def sunk(sent: int, *workers: WorkerUnderTest) -> float:
