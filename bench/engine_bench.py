@@ -328,6 +328,12 @@ def _print_worker_figures(before: Samples, after: Samples, elapsed: float) -> No
     print("  records applied per agent over the drain (the worker's metrics):")
     for agent, n in sorted(applied.items()):
         print(f"    {agent:28s} {n / elapsed:10.0f} records/s")
+    for name, label, what in (
+        ("ctxbudget_records_sequenced_total", "verdict", "records not applied as delivered"),
+        ("ctxbudget_rewinds_total", "reason", "partition rewinds"),
+    ):
+        counts = _deltas(before, after, name, label)
+        print(f"  {what} over the drain: " + (", ".join(f"{n:.0f} {k}" for k, n in sorted(counts.items())) or "none"))
     rows = _deltas(before, after, "ctxbudget_sink_rows_written_total", "table")
     inserts = _deltas(before, after, "ctxbudget_sink_batch_rows_count", "table")
     print("  ClickHouse rows written per table over the drain:")

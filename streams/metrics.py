@@ -50,6 +50,18 @@ PROCESSING_LATENCY = Histogram(
 CONSUMER_LAG = Gauge(
     "ctxbudget_consumer_lag", "Records between the consumer's position and the partition's end.", ["topic", "partition"]
 )
+SEQUENCED = Counter(
+    "ctxbudget_records_sequenced",
+    "Records a fold's or sink's sequencer did not apply as they came: duplicate (delivered again, already applied) or "
+    "ahead (a record before it is missing: held back until a rewind delivers the gap).",
+    ["agent", "verdict"],
+)
+REWINDS = Counter(
+    "ctxbudget_rewinds",
+    "Partitions sought back to the first record they owe: gap (a record is missing) or stall (owes records and has "
+    "not advanced). Each re-delivers records; many under a steady load are lost throughput.",
+    ["agent", "reason"],
+)
 DEAD_LETTERS = Counter("ctxbudget_dead_letters", "Records sent to the dead-letter topic, by reason.", ["reason"])
 SNAPSHOTS_IGNORED = Counter(
     "ctxbudget_snapshots_ignored",
@@ -99,6 +111,18 @@ def observe_batch(agent: str, consumed: Sequence[Consumed], done_at: float | Non
     latency = PROCESSING_LATENCY.labels(agent)
     for message in consumed:
         latency.observe(max(0.0, done - message.timestamp))
+
+
+def observe_sequenced(agent: str, verdicts: Iterable[str]) -> None:
+    """Count a batch's sequencer verdicts other than `apply`."""
+    for verdict, count in Tally(v for v in verdicts if v != "apply").items():
+        SEQUENCED.labels(agent, verdict).inc(count)
+
+
+def observe_rewinds(agent: str, gaps: int, stalls: int) -> None:
+    for reason, count in (("gap", gaps), ("stall", stalls)):
+        if count:
+            REWINDS.labels(agent, reason).inc(count)
 
 
 def observe_outcomes(outcomes: Mapping[str, int]) -> None:

@@ -268,6 +268,7 @@ class OrderedIntake:
             return None
         self.sequencer.start(app.consumer_generation_id)
         verdicts = [(event, self.sequencer.admit(event.message.tp, event.message.offset)) for event in events]
+        metrics.observe_sequenced(self.name, (verdict.value for _, verdict in verdicts))
         await self.rewind()
         return verdicts
 
@@ -292,9 +293,11 @@ class OrderedIntake:
             for tp, survey in (await survey_offsets(self.bootstrap_servers, surveys)).items():
                 self.sequencer.surveyed(tp, survey)
         now = time.monotonic()
-        due = {tp: offset for tp, offset in self.sequencer.rewinds(now).items() if tp in assigned}
+        gaps = {tp: offset for tp, offset in self.sequencer.rewinds(now).items() if tp in assigned}
         ends = {tp: consumer.highwater(tp) for tp in self.app.assignor.assigned_actives() if tp.topic in self.topics}
-        due.update(self.sequencer.stalls(now, {tp: end for tp, end in ends.items() if tp in assigned and end}))
+        stalls = self.sequencer.stalls(now, {tp: end for tp, end in ends.items() if tp in assigned and end})
+        metrics.observe_rewinds(self.name, gaps=len(gaps), stalls=len(stalls))
+        due = {**gaps, **stalls}
         if due:
             # In the consumer's own thread: aiokafka is not thread-safe, and `Consumer.seek` calls it from this one
             # (a seek racing the fetcher crashed it with a KeyError in `fetched_records`).

@@ -25,7 +25,9 @@ from streams.metrics import (
     observe_flush,
     observe_lag,
     observe_outcomes,
+    observe_rewinds,
     observe_sent,
+    observe_sequenced,
     partition_lag,
     publish_census,
     watch_estimator,
@@ -68,6 +70,21 @@ def test_outcomes_count_ignored_snapshots_by_verdict_and_level_mismatches() -> N
     observe_outcomes({"snapshot_not_newer": 2, "level_mismatch": 1})
     assert value("ctxbudget_snapshots_ignored_total", verdict="not_newer") == before + 2
     assert value("ctxbudget_level_mismatches_total") == mismatches + 1
+
+
+def test_sequencer_verdicts_other_than_apply_and_rewinds_are_counted_per_agent() -> None:
+    dup = value("ctxbudget_records_sequenced_total", agent="t_fold", verdict="duplicate")
+    ahead = value("ctxbudget_records_sequenced_total", agent="t_fold", verdict="ahead")
+    gaps = value("ctxbudget_rewinds_total", agent="t_fold", reason="gap")
+    stalls = value("ctxbudget_rewinds_total", agent="t_fold", reason="stall")
+    observe_sequenced("t_fold", ["apply", "duplicate", "apply", "duplicate", "ahead"])
+    observe_rewinds("t_fold", gaps=1, stalls=0)
+    assert value("ctxbudget_records_sequenced_total", agent="t_fold", verdict="duplicate") == dup + 2
+    assert value("ctxbudget_records_sequenced_total", agent="t_fold", verdict="ahead") == ahead + 1
+    applied = {"agent": "t_fold", "verdict": "apply"}
+    assert REGISTRY.get_sample_value("ctxbudget_records_sequenced_total", applied) is None
+    assert value("ctxbudget_rewinds_total", agent="t_fold", reason="gap") == gaps + 1
+    assert value("ctxbudget_rewinds_total", agent="t_fold", reason="stall") == stalls
 
 
 def test_lag_is_highwater_minus_position_and_unowned_partitions_disappear() -> None:
