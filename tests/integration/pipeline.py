@@ -80,6 +80,10 @@ async def until_listed(
         await asyncio.sleep(0.5)
 
 
+STOP_SECONDS = 60
+"""How long `WorkerProcess.stop` waits for a worker to exit after Ctrl-C before it kills it."""
+
+
 class WorkerProcess:
     """`ctxbudget run` against the test broker, in its own process so it can be killed like a real one."""
 
@@ -92,8 +96,14 @@ class WorkerProcess:
             CTXBUDGET_APP_ID=settings.app_id,
             CTXBUDGET_DATA_DIR=str(data_dir),
             CTXBUDGET_KAFKA_CACHE_DIR=str(settings.kafka_cache_dir),
-            # workers side by side: each API and web server on a free port
-            **{"CTXBUDGET_API_PORT": "0", "CTXBUDGET_WORKER_WEB_PORT": str(free_port()), **overrides},
+            # workers side by side: each API and web server on a free port; a stop that hangs dumps its stacks
+            # (streams.app.Worker) before `stop` gives up on it, so a failing test shows what it waited for
+            **{
+                "CTXBUDGET_API_PORT": "0",
+                "CTXBUDGET_WORKER_WEB_PORT": str(free_port()),
+                "CTXBUDGET_SHUTDOWN_SECONDS": str(STOP_SECONDS - 10),
+                **overrides,
+            },
         )
         self.log = data_dir / "worker.log"
         self.web = f"http://127.0.0.1:{self.env['CTXBUDGET_WORKER_WEB_PORT']}"
@@ -114,7 +124,7 @@ class WorkerProcess:
         self.process.kill()
         self.process.wait(timeout=30)
 
-    def stop(self, timeout: float = 60) -> int:
+    def stop(self, timeout: float = STOP_SECONDS) -> int:
         """Ctrl-C, as an operator would; returns the exit code."""
         assert self.process is not None
         if self.process.poll() is None:
