@@ -85,9 +85,10 @@ STOP_SECONDS = 60
 
 
 class WorkerProcess:
-    """`ctxbudget run` against the test broker, in its own process so it can be killed like a real one."""
+    """`ctxbudget run` (or the module `module`, run the same way) against the test broker, in its own process so it can
+    be killed like a real one."""
 
-    def __init__(self, settings: Settings, data_dir: Path, **overrides: str) -> None:
+    def __init__(self, settings: Settings, data_dir: Path, module: str = "streams run", **overrides: str) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_")}
         self.env.update(
             CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS=str(settings.kafka_bootstrap_servers),
@@ -105,6 +106,7 @@ class WorkerProcess:
                 **overrides,
             },
         )
+        self.module = module
         self.log = data_dir / "worker.log"
         self.web = f"http://127.0.0.1:{self.env['CTXBUDGET_WORKER_WEB_PORT']}"
         """The worker's /healthz, /readyz and /metrics."""
@@ -114,7 +116,7 @@ class WorkerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "streams", "run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+                [sys.executable, "-m", *self.module.split()], env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
         return self
 
