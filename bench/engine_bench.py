@@ -227,7 +227,7 @@ async def _ready(http: httpx.AsyncClient, *workers: WorkerUnderTest) -> None:
     for worker in workers:
         while True:
             with contextlib.suppress(httpx.TransportError):
-                if (await http.get(worker.metrics.replace("/metrics", "/readyz"))).status_code == 200:
+                if (await http.get(f"{worker.web}/readyz")).status_code == 200:
                     break
             await asyncio.sleep(0.5)
 
@@ -245,7 +245,8 @@ async def sunk(sent: int, *workers: WorkerUnderTest) -> float:
 class WorkerUnderTest:
     settings: Settings
     data_dir: Path
-    metrics: str
+    web: str
+    """The worker's own web server: /metrics, /readyz."""
     api: str
     started: float = 0.0
     """When it was first seen consuming (perf_counter)."""
@@ -272,9 +273,7 @@ async def worker_process(settings: Settings) -> AsyncIterator[WorkerUnderTest]:
         [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )  # fmt: skip
     try:
-        yield WorkerUnderTest(
-            settings, data_dir, f"http://127.0.0.1:{web_port}/metrics", f"http://127.0.0.1:{api_port}"
-        )
+        yield WorkerUnderTest(settings, data_dir, f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{api_port}")
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -289,7 +288,7 @@ async def drain(
     while not worker.started:
         await asyncio.sleep(0.2)
         with contextlib.suppress(httpx.TransportError):
-            before = await _scrape(http, worker.metrics)
+            before = await _scrape(http, f"{worker.web}/metrics")
             if sum(_deltas({}, before, "ctxbudget_records_consumed_total", "agent").values()):
                 worker.started = time.perf_counter()
     while True:
@@ -298,7 +297,7 @@ async def drain(
         if all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
             break
     elapsed = time.perf_counter() - worker.started
-    return sent / elapsed, before, await _scrape(http, worker.metrics), elapsed
+    return sent / elapsed, before, await _scrape(http, f"{worker.web}/metrics"), elapsed
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
