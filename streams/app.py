@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import faulthandler
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import faust
 
 from streams import faust_delivery, faust_fixes
 from streams.settings import Settings
+from streams.stacks import task_stacks
 from streams.topics import MAX_MESSAGE_BYTES, compacted_topics
 
 
@@ -91,16 +90,6 @@ class Worker(faust.Worker):
         assert err is not None
         print(f"shutdown abandoned: {why}. Exiting without it; uncommitted inputs are read again on restart.", file=err)
         faulthandler.dump_traceback(file=err, all_threads=True)
-        for task in asyncio.all_tasks(self.loop):
-            print(f"Task {task.get_name()} (most recent await last):", *_awaits(task.get_coro()), sep="\n", file=err)
+        print(*task_stacks(self.loop), sep="\n", file=err)
         err.flush()
         os._exit(1)
-
-
-def _awaits(coro: object) -> Iterator[str]:
-    """Where a suspended coroutine is, down the chain of what it awaits (a task's own stack shows its first frame)."""
-    while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
-        if frame is not None:
-            yield f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}'
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None) or getattr(coro, "ag_await", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
@@ -77,3 +77,28 @@ class Readiness:
 def metrics_text() -> tuple[bytes, str]:
     """The default registry in Prometheus text format, and its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+@dataclass
+class RebalanceWatch:
+    """Whether a rebalance is stuck: the worker rebalancing (rejoining its group, recovering its tables) with nothing
+    advancing for `limit` seconds. Faust waits for both without a limit, so a worker stuck there would hold its
+    partitions and apply nothing for ever; `observe` it periodically with whatever marks progress."""
+
+    limit: float
+    reported: bool = False
+    """Set by the caller once it has reported the current episode."""
+    _since: float | None = None
+    _marker: Hashable = None
+
+    def observe(self, now: float, rebalancing: bool, marker: Hashable) -> None:
+        if not rebalancing:
+            self._since, self.reported = None, False
+        elif self._since is None or marker != self._marker:
+            self._since, self._marker, self.reported = now, marker, False
+
+    def stuck_for(self, now: float) -> float | None:
+        """Seconds without progress when past `limit`, else None."""
+        if self._since is None or now - self._since < self.limit:
+            return None
+        return now - self._since

@@ -57,6 +57,12 @@ class Settings(BaseSettings):
         "writes every thread's and task's stack to stderr and exits 1 without finishing, as a kill would: a restart "
         "reads again whatever was not committed.",
     )
+    stuck_rebalance_seconds: float = Field(
+        default=120,
+        gt=0,
+        description="A rebalance (group join, table recovery) that makes no progress for this long is logged once, "
+        "with what it waits for, and fails /healthz so that a supervisor restarts the worker.",
+    )
     app_id: str = Field(default="ctxbudget", description="Faust application id (consumer group, changelog names).")
     roles: Annotated[frozenset[Role], NoDecode] = Field(
         default=frozenset(ROLES),

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
@@ -82,6 +83,8 @@ async def until_listed(
 
 STOP_SECONDS = 60
 """How long `WorkerProcess.stop` waits for a worker to exit after Ctrl-C before it kills it."""
+LINE_CHARS = 3000
+"""The most of one log line `WorkerProcess.describe` shows (a stuck rebalance's report is one long line)."""
 
 
 class WorkerProcess:
@@ -145,15 +148,41 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def describe(self, lines: int = 25) -> str:
+        """Its state for a failing test's message: running or its exit code, what `/readyz` says (rebalancing,
+        recovering tables...), and the end of its log (Faust's warnings and the progress lines)."""
+        assert self.process is not None
+        if self.alive():
+            try:
+                with urllib.request.urlopen(f"{self.web}/readyz", timeout=5) as response:
+                    readiness = response.read().decode()
+            except urllib.error.HTTPError as error:  # 503 while not ready, with the failing checks
+                readiness = error.read().decode()
+            except OSError as error:
+                readiness = f"no answer ({error})"
+            state = f"running, /readyz: {readiness}"
+        else:
+            state = f"exited {self.process.returncode}"
+        tail = [line[:LINE_CHARS] for line in self.output().splitlines()[-lines:]]
+        return "\n".join([f"worker {self.log.parent.name} (pid {self.process.pid}) {state}", *tail])
+
     async def printed(self, label: str, within: float = 120) -> str:
         """What the worker printed after `label` on a line of its own (`web page and API: `, `operator token: `)."""
+        line = await self._first_line(lambda line: line.startswith(label), label, within)
+        return line.removeprefix(label).strip()
+
+    async def logged(self, text: str, within: float = 120) -> str:
+        """The first line of its output that contains `text`."""
+        return await self._first_line(lambda line: text in line, text, within)
+
+    async def _first_line(self, matches: Callable[[str], bool], what: str, within: float) -> str:
         deadline = time.monotonic() + within
         while True:
-            for line in self.output().splitlines():
-                if line.startswith(label):
-                    return line.removeprefix(label).strip()
+            line = next((line for line in self.output().splitlines() if matches(line)), None)
+            if line is not None:
+                return line
             if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the worker never printed {label!r}:\n{self.output()}")
+                raise AssertionError(f"the worker never printed {what!r}:\n{self.output()}")
             await asyncio.sleep(0.2)
 
 
@@ -229,6 +258,9 @@ class Outputs:
     async def wait_for(self, condition: Callable[[Outputs], bool], within: float = 60, what: str = "") -> None:
         deadline = time.monotonic() + within
         while not condition(self):
+            assert self._task is not None
+            if self._task.done():  # the collector failed: nothing more will arrive, and its error says why
+                self._task.result()
             if time.monotonic() > deadline:
                 counts = {topic: len(records) for topic, records in self.records.items()}
                 raise AssertionError(f"timed out waiting for {what or condition}; collected {counts}")

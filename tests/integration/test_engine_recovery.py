@@ -84,11 +84,13 @@ def _converged(outputs: Outputs, expected: Expected) -> bool:
     return not _differences(outputs, expected)
 
 
-async def _wait_converged(outputs: Outputs, expected: Expected) -> None:
+async def _wait_converged(outputs: Outputs, expected: Expected, *workers: WorkerProcess) -> None:
     try:
         await outputs.wait_for(lambda o: _converged(o, expected), within=120, what="convergence")
     except AssertionError as error:
-        raise AssertionError(f"{error}\n" + "\n".join(_differences(outputs, expected)[:20])) from None
+        differences = _differences(outputs, expected)
+        described = [await asyncio.to_thread(worker.describe) for worker in workers]
+        raise AssertionError("\n".join([str(error), *differences[:10], *described])) from None
 
 
 async def _produce_paced(settings: Settings, records: list[SimRecord], chunk: int, pause: float) -> None:
@@ -127,7 +129,7 @@ async def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(
 
         second = WorkerProcess(settings, tmp_path / "w2", **ENGINE_ENV).start()
         try:
-            await _wait_converged(outputs, expected)
+            await _wait_converged(outputs, expected, second)
         finally:
             assert second.stop() == 0, second.output()
     # Nothing lost; a replay after the kill may repeat an output, always under the same id (consumers drop it).
@@ -152,7 +154,7 @@ async def test_a_second_worker_joins_and_leaves_and_results_stay_correct(
             await _produce_paced(settings, records[third : 2 * third], chunk=100, pause=0.02)
             assert two.stop() == 0, two.output()  # leaves: its partitions move back to the first worker
             await _produce_paced(settings, records[2 * third :], chunk=100, pause=0.02)
-            await _wait_converged(outputs, expected)
+            await _wait_converged(outputs, expected, one, two)
         finally:
             assert one.stop() == 0, one.output()
             two.stop()
