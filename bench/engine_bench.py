@@ -1,6 +1,7 @@
 """Worker throughput, printed as figures with baselines measured in the same run (machines here are noisy).
 
-    .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--bootstrap HOST:PORT]
+    .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--projects 3] [--bootstrap HOST:PORT]
+                                           [--aggregates]
 
 1. In process: the pure batch function (decode, fold, slot encode/decode, output building) against the baseline of
    only decoding the same records with the schema codecs.
@@ -12,8 +13,13 @@
 3. On the same worker, at a steady paced rate: end-to-end latency from producing a snapshot to its `thread-state`
    record arriving at a consumer, p50 and p99; and, meanwhile, from producing a snapshot to the API reading it from
    `thread_context_latest` (what the BFF shows).
-4. The same backlog on fresh topics for other layouts (`CTXBUDGET_ROLES`): a worker that runs only the engine, and
-   two workers side by side, engine and projection in one, aggregates and sinks in the other.
+4. The same backlog on fresh topics for other layouts (`CTXBUDGET_ROLES`): a worker that runs only the engine, then
+   one that runs only the aggregates over what that engine wrote (do they keep up with it? `--aggregates` runs only
+   this pair); two engine workers sharing the partitions; two workers side by side, engine and projection in one,
+   aggregates and sinks in the other.
+
+Every backlog also registers the conversations that show the simulated threads: one single_device per thread and one
+group per project, so the indicator fold has its production work.
 
 A drain is timed from the first record the worker applied (its metrics, polled every 0.2 s) until its group has
 committed every input partition to its end; "every derived record sunk" until every group has committed every
@@ -45,10 +51,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.cli import operator_token
 from bench.measure import percentile
-from schemas import SourceKind, ThreadContextSnapshot
+from schemas import Conversation, ConversationType, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.batching import InputMessage
-from streams.engine.batch import SLOT_CODEC, _decode, process_batch
+from streams.engine.batch import SLOT_CODEC, SNAPSHOT_CODEC, _decode, process_batch
 from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
 from streams.engine.levels import classify_level
@@ -90,10 +96,37 @@ def in_process(records: list[SimRecord]) -> None:
     print(f"  engine batch function  {engine:10.0f} records/s  ({engine / decode_only:.2f}x of decode only)")
 
 
+def conversations(records: list[SimRecord]) -> list[SimRecord]:
+    """The home list of the simulated fleet: a single_device conversation per thread and a group one per project,
+    as the aggregates' indicator fold would see them in production."""
+    projects: dict[str, list[str]] = {}
+    for record in records:
+        with contextlib.suppress(ValueError):
+            if record.topic == "snapshots":
+                snapshot = SNAPSHOT_CODEC.decode(record.value)
+                threads = projects.setdefault(snapshot.project_id, [])
+                if snapshot.thread_id not in threads:
+                    threads.append(snapshot.thread_id)
+    registered = datetime(2026, 1, 1, tzinfo=UTC)
+    shown = [
+        Conversation(conversation_id=f"conv-{thread}", conversation_type=ConversationType.SINGLE_DEVICE,
+                     project_id=project, project_title=project, thread_ids=[thread], updated_at=registered)
+        for project, threads in projects.items()
+        for thread in threads
+    ] + [
+        Conversation(conversation_id=f"group-{project}", conversation_type=ConversationType.GROUP,
+                     project_id=project, project_title=project, thread_ids=threads, updated_at=registered)
+        for project, threads in projects.items()
+    ]  # fmt: skip
+    return [SimRecord("conversations", c.conversation_id.encode(), encode_record(c), "valid") for c in shown]
+
+
 async def _backlog(settings: Settings, records: list[SimRecord]) -> tuple[int, dict[TopicPartition, int]]:
-    """Produce the records; how many, and the end offset of each input partition after them."""
+    """Produce the records and the conversations showing their threads; how many, and the end offset of each of the
+    engine's input partitions after them."""
     await ensure_topics(settings)
-    sent = await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix)
+    sent = await produce([*conversations(records), *records], str(settings.kafka_bootstrap_servers),
+                         settings.topic_prefix)  # fmt: skip
     inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
     partitions = [TopicPartition(t, p) for t in inputs for p in range(settings.topic_partitions)]
     return sent, await _end_offsets(settings, partitions)
@@ -129,6 +162,8 @@ def faust_floor(settings: Settings, total: int, mode: str = "stream") -> float:
 async def _caught_up(settings: Settings) -> bool:
     """Whether the worker's group has committed every partition it reads up to that partition's end."""
     committed = await _committed(settings)
+    if not committed:
+        return False  # nothing committed yet
     ends = await _end_offsets(settings, list(committed))
     return all(committed[tp].offset >= end for tp, end in ends.items())
 
@@ -181,12 +216,7 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
         )
 
     # The same backlog on fresh topics (outputs of the run above would be inputs of the aggregates) for other layouts.
-    settings = _fresh(settings)
-    sent, ends = await _backlog(settings, records)
-    async with worker_process(_with_roles(settings, "engine")) as worker, httpx.AsyncClient(timeout=10) as http:
-        rate, before, after, elapsed = await drain(http, worker, ends, sent)
-        print(f"  one worker, engine role only         {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
-        _print_worker_figures(before, after, elapsed)
+    await engine_then_aggregates(settings, records, ceiling)
 
     # Several engine processes in one group share the partitions: the most one machine does with the engine role.
     settings = _fresh(settings)
@@ -212,6 +242,25 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
         whole = await sunk(sent, worker, rest)
         print(f"  engine,projection | aggregates,sinks {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
         print(f"  ... every derived record sunk too    {whole:10.0f} records/s  ({whole / ceiling:.2f}x)")
+
+
+async def engine_then_aggregates(settings: Settings, records: list[SimRecord], ceiling: float | None) -> None:
+    """The backlog on fresh topics through a worker with the engine role only; then the aggregates role alone over
+    what the engine wrote (its own group, from the earliest records): whether it keeps up with the engine."""
+    settings = _fresh(settings)
+    sent, ends = await _backlog(settings, records)
+    async with worker_process(_with_roles(settings, "engine")) as worker, httpx.AsyncClient(timeout=10) as http:
+        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        of_ceiling = f"  ({rate / ceiling:.2f}x of ceiling)" if ceiling else ""
+        print(f"  one worker, engine role only         {rate:10.0f} records/s{of_ceiling}")
+        _print_worker_figures(before, after, elapsed)
+    async with worker_process(_with_roles(settings, "aggregates")) as worker, httpx.AsyncClient(timeout=10) as http:
+        before = await _first_applied(http, worker)
+        aggregates = await sunk(sent, worker)
+        after = await _scrape(http, f"{worker.web}/metrics")
+        print(f"  ... then the aggregates role alone   {aggregates:10.0f} records/s  ({aggregates / rate:.2f}x of the"
+              " engine's: input records' worth of thread states, conversations and alerts folded)")  # fmt: skip
+        _print_worker_figures(before, after, time.perf_counter() - worker.started)
 
 
 def _with_roles(settings: Settings, roles: str) -> Settings:
@@ -284,13 +333,7 @@ async def drain(
 ) -> tuple[float, Samples, Samples, float]:
     """Records/s from the first record the worker applied (its metrics, polled every 0.2 s) until its group has
     committed every input partition to its end, with the metrics at both ends and the seconds between."""
-    before: Samples = {}
-    while not worker.started:
-        await asyncio.sleep(0.2)
-        with contextlib.suppress(httpx.TransportError):
-            before = await _scrape(http, f"{worker.web}/metrics")
-            if sum(_deltas({}, before, "ctxbudget_records_consumed_total", "agent").values()):
-                worker.started = time.perf_counter()
+    before = await _first_applied(http, worker)
     while True:
         await asyncio.sleep(0.2)
         committed = await _committed(worker.settings)
@@ -301,6 +344,18 @@ async def drain(
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def _first_applied(http: httpx.AsyncClient, worker: WorkerUnderTest) -> Samples:
+    """Wait for the worker's first applied record (its metrics, polled every 0.2 s); note when, return the metrics."""
+    before: Samples = {}
+    while not worker.started:
+        await asyncio.sleep(0.2)
+        with contextlib.suppress(httpx.TransportError):
+            before = await _scrape(http, f"{worker.web}/metrics")
+            if sum(_deltas({}, before, "ctxbudget_records_consumed_total", "agent").values()):
+                worker.started = time.perf_counter()
+    return before
 
 
 async def _scrape(http: httpx.AsyncClient, url: str) -> Samples:
@@ -435,15 +490,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--projects", type=int, default=3)
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--aggregates", action="store_true", help="on the broker, only the engine role, then the "
+                        "aggregates role over its outputs")  # fmt: skip
     args = parser.parse_args()
-    records = list(generate(SimulationConfig(threads=args.threads, turns_per_thread=args.turns, seed=1)))
+    fleet = SimulationConfig(threads=args.threads, projects=args.projects, turns_per_thread=args.turns, seed=1)
+    records = list(generate(fleet))
     in_process(records)
     bootstrap = args.bootstrap or Settings().kafka_bootstrap_servers
     if bootstrap:
         settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
                             app_id=f"bench-{uuid.uuid4().hex[:6]}")  # fmt: skip
-        asyncio.run(on_broker(settings, records))
+        run = engine_then_aggregates(settings, records, None) if args.aggregates else on_broker(settings, records)
+        asyncio.run(run)
     else:
         print("on the broker: skipped (give --bootstrap, or start one with `ctxbudget kafka up`)")
 
