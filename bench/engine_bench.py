@@ -122,11 +122,12 @@ def conversations(records: list[SimRecord]) -> list[SimRecord]:
 
 
 async def _backlog(settings: Settings, records: list[SimRecord]) -> tuple[int, dict[TopicPartition, int]]:
-    """Produce the records and the conversations showing their threads; how many, and the end offset of each of the
-    engine's input partitions after them."""
+    """Produce the conversations showing the records' threads, then the records; how many records (the rates' unit:
+    the engine's inputs), and the end offset of each of the engine's input partitions after them."""
     await ensure_topics(settings)
-    sent = await produce([*conversations(records), *records], str(settings.kafka_bootstrap_servers),
-                         settings.topic_prefix)  # fmt: skip
+    bootstrap = str(settings.kafka_bootstrap_servers)
+    await produce(conversations(records), bootstrap, settings.topic_prefix)
+    sent = await produce(records, bootstrap, settings.topic_prefix)
     inputs = [settings.topic(t) for t in ("snapshots", "session-events", "handoff-packages")]
     partitions = [TopicPartition(t, p) for t in inputs for p in range(settings.topic_partitions)]
     return sent, await _end_offsets(settings, partitions)
@@ -227,8 +228,11 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
         httpx.AsyncClient(timeout=10) as http,
     ):
         await _ready(http, worker, other)  # both in the group before the backlog, so the drain has no rebalance
+        # they apply records while the backlog is produced: time them from the first
+        first = asyncio.create_task(_first_applied(http, worker, other))
         sent, ends = await _backlog(settings, records)
-        rate, before, after, elapsed = await drain(http, worker, ends, sent)
+        await first
+        rate, before, after, elapsed = await drain(http, worker, ends, sent, other)
         print(f"  two processes, engine role only      {rate:10.0f} records/s  ({rate / ceiling:.2f}x of ceiling)")
 
     settings = _fresh(settings)
@@ -258,8 +262,9 @@ async def engine_then_aggregates(settings: Settings, records: list[SimRecord], c
         before = await _first_applied(http, worker)
         aggregates = await sunk(sent, worker)
         after = await _scrape(http, f"{worker.web}/metrics")
+        # the engine's input records per second, folded as the thread states they became
         print(f"  ... then the aggregates role alone   {aggregates:10.0f} records/s  ({aggregates / rate:.2f}x of the"
-              " engine's: input records' worth of thread states, conversations and alerts folded)")  # fmt: skip
+              " engine's)")  # fmt: skip
         _print_worker_figures(before, after, time.perf_counter() - worker.started)
 
 
@@ -285,7 +290,8 @@ async def sunk(sent: int, *workers: WorkerUnderTest) -> float:
     """Input records/s from the first one applied until every group has committed every partition it reads (derived
     topics too: everything is in ClickHouse)."""
     for worker in workers:
-        while not await _caught_up(worker.settings):  # noqa: ASYNC110 - polling the broker
+        while not await _caught_up(worker.settings):
+            worker.check_alive()
             await asyncio.sleep(0.5)
     return sent / (time.perf_counter() - workers[0].started)
 
@@ -297,8 +303,14 @@ class WorkerUnderTest:
     web: str
     """The worker's own web server: /metrics, /readyz."""
     api: str
+    process: subprocess.Popen[bytes]
     started: float = 0.0
     """When it was first seen consuming (perf_counter)."""
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            log = (self.data_dir / "worker.log").read_text(errors="replace")
+            raise RuntimeError(f"the worker ({','.join(self.settings.roles)}) exited {self.process.returncode}:\n{log}")
 
 
 @contextlib.asynccontextmanager
@@ -318,24 +330,31 @@ async def worker_process(settings: Settings) -> AsyncIterator[WorkerUnderTest]:
         "PATH": "/usr/bin:/bin",
         **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),  # the bench's own code
     }
-    process = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
-        [sys.executable, "-m", "streams", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )  # fmt: skip
+    with (data_dir / "worker.log").open("wb") as log:
+        process = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited
+            [sys.executable, "-m", "streams", "run"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )  # fmt: skip
     try:
-        yield WorkerUnderTest(settings, data_dir, f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{api_port}")
+        yield WorkerUnderTest(settings, data_dir, f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{api_port}",
+                              process)  # fmt: skip
     finally:
         process.terminate()
         process.wait(timeout=60)
 
 
 async def drain(
-    http: httpx.AsyncClient, worker: WorkerUnderTest, ends: dict[TopicPartition, int], sent: int
+    http: httpx.AsyncClient,
+    worker: WorkerUnderTest,
+    ends: dict[TopicPartition, int],
+    sent: int,
+    *others: WorkerUnderTest,
 ) -> tuple[float, Samples, Samples, float]:
-    """Records/s from the first record the worker applied (its metrics, polled every 0.2 s) until its group has
-    committed every input partition to its end, with the metrics at both ends and the seconds between."""
-    before = await _first_applied(http, worker)
+    """Records/s from the first record the worker (or any of `others` in its group) applied until its group has
+    committed every input partition to its end, with the worker's metrics at both ends and the seconds between."""
+    before = await _first_applied(http, worker, *others)
     while True:
         await asyncio.sleep(0.2)
+        worker.check_alive()
         committed = await _committed(worker.settings)
         if all(tp in committed and committed[tp].offset >= e for tp, e in ends.items()):
             break
@@ -346,15 +365,21 @@ async def drain(
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-async def _first_applied(http: httpx.AsyncClient, worker: WorkerUnderTest) -> Samples:
-    """Wait for the worker's first applied record (its metrics, polled every 0.2 s); note when, return the metrics."""
+async def _first_applied(http: httpx.AsyncClient, worker: WorkerUnderTest, *others: WorkerUnderTest) -> Samples:
+    """Wait for the first record any of the workers applied (their metrics, polled every 0.2 s); note when on each,
+    and return the first worker's metrics."""
     before: Samples = {}
     while not worker.started:
         await asyncio.sleep(0.2)
-        with contextlib.suppress(httpx.TransportError):
-            before = await _scrape(http, f"{worker.web}/metrics")
-            if sum(_deltas({}, before, "ctxbudget_records_consumed_total", "agent").values()):
-                worker.started = time.perf_counter()
+        for each in (worker, *others):
+            each.check_alive()
+            with contextlib.suppress(httpx.TransportError):
+                samples = await _scrape(http, f"{each.web}/metrics")
+                before = samples if each is worker else before
+                if sum(_deltas({}, samples, "ctxbudget_records_consumed_total", "agent").values()):
+                    worker.started = time.perf_counter()
+    for each in others:
+        each.started = worker.started
     return before
 
 

@@ -150,7 +150,8 @@ class WorkerProcess:
 
     def describe(self, lines: int = 25) -> str:
         """Its state for a failing test's message: running or its exit code, what `/readyz` says (rebalancing,
-        recovering tables...), and the end of its log (Faust's warnings and the progress lines)."""
+        recovering tables...), its last errors (a stuck rebalance's report) and the end of its log (Faust's warnings
+        and the progress lines)."""
         assert self.process is not None
         if self.alive():
             try:
@@ -163,8 +164,10 @@ class WorkerProcess:
             state = f"running, /readyz: {readiness}"
         else:
             state = f"exited {self.process.returncode}"
-        tail = [line[:LINE_CHARS] for line in self.output().splitlines()[-lines:]]
-        return "\n".join([f"worker {self.log.parent.name} (pid {self.process.pid}) {state}", *tail])
+        logged = self.output().splitlines()
+        errors = [line for line in logged[:-lines] if '"level": "ERROR"' in line][-3:]  # before the tail too
+        shown = [line[:LINE_CHARS] for line in [*errors, *logged[-lines:]]]
+        return "\n".join([f"worker {self.log.parent.name} (pid {self.process.pid}) {state}", *shown])
 
     async def printed(self, label: str, within: float = 120) -> str:
         """What the worker printed after `label` on a line of its own (`web page and API: `, `operator token: `)."""

@@ -26,8 +26,14 @@ from tests.integration.pipeline import Outputs, WorkerProcess, committed_offsets
 
 pytestmark = pytest.mark.kafka
 
-# Simulated time is in the past: keep wall-clock timers (staleness, package TTL) out of the comparison.
-ENGINE_ENV = {"CTXBUDGET_STALE_FACTOR": "100000", "CTXBUDGET_HANDOFF_TTL_SECONDS": "1e9", "CTXBUDGET_BATCH_SIZE": "200"}
+# Simulated time is in the past: keep wall-clock timers (staleness, package TTL) out of the comparison. A rebalance
+# stuck for 30 s is reported in the worker's log well before the 120 s a convergence may take.
+ENGINE_ENV = {
+    "CTXBUDGET_STALE_FACTOR": "100000",
+    "CTXBUDGET_HANDOFF_TTL_SECONDS": "1e9",
+    "CTXBUDGET_BATCH_SIZE": "200",
+    "CTXBUDGET_STUCK_REBALANCE_SECONDS": "30",
+}
 
 
 @dataclass(frozen=True)

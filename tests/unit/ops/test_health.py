@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from streams.health import RebalanceWatch
-from streams.stacks import task_stacks
+from streams.stacks import generator_stacks, task_stacks
 
 
 def test_a_rebalance_is_stuck_only_once_nothing_advanced_for_the_limit() -> None:
@@ -58,3 +59,23 @@ async def test_task_stacks_follow_each_await_chain_and_put_the_chosen_tasks_firs
     finally:
         event.set()
         await asyncio.gather(*tasks)
+
+
+async def ticks(event: asyncio.Event) -> AsyncIterator[int]:
+    while True:
+        await waits_for_ever(event)
+        yield 1
+
+
+async def test_a_suspended_async_generator_shows_where_it_waits() -> None:
+    event = asyncio.Event()
+    generator = ticks(event)
+    task = asyncio.create_task(anext(generator))
+    await asyncio.sleep(0)
+    try:
+        stack = next(s for s in generator_stacks() if s.startswith("Async generator ticks "))
+        assert [line.rsplit(" in ", 1)[1] for line in stack.splitlines()[1:3]] == ["ticks", "waits_for_ever"]
+    finally:
+        event.set()
+        await task
+        await generator.aclose()
