@@ -14,7 +14,7 @@ import faust
 
 from streams import faust_delivery, faust_fixes
 from streams.settings import Settings
-from streams.stacks import generator_stacks, task_stacks
+from streams.stacks import task_stacks
 from streams.topics import MAX_MESSAGE_BYTES, compacted_topics
 
 
@@ -90,6 +90,6 @@ class Worker(faust.Worker):
         assert err is not None
         print(f"shutdown abandoned: {why}. Exiting without it; uncommitted inputs are read again on restart.", file=err)
         faulthandler.dump_traceback(file=err, all_threads=True)
-        print(*task_stacks(self.loop), *generator_stacks(), sep="\n", file=err)
+        print(*task_stacks(self.loop), sep="\n", file=err)
         err.flush()
         os._exit(1)

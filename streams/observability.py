@@ -24,7 +24,7 @@ from faust.web import Request, Response, View
 from streams.health import ClickHouseProbe, Readiness, RebalanceWatch, metrics_text
 from streams.metrics import observe_lag, partition_lag
 from streams.settings import Settings
-from streams.stacks import generator_stacks, task_stacks
+from streams.stacks import task_stacks
 
 LAG_SAMPLE_SECONDS = 5.0
 REBALANCE_WATCH_SECONDS = 5.0
@@ -80,7 +80,7 @@ def rebalance_report(app: faust.App, stuck_seconds: float) -> str:
         f"{len(consumer._paused_partitions)} paused, flow {'active' if app.flow_control.is_active() else 'suspended'})"
     )
     stacks = task_stacks(asyncio.get_running_loop(), first=lambda frame: any(code in frame for code in REBALANCE_CODE))
-    return "\n".join([summary, *stacks, *generator_stacks()])
+    return "\n".join([summary, *stacks])
 
 
 def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -> None:

@@ -1,8 +1,9 @@
 """Where each asyncio task of a loop is suspended, down the chain of what it awaits.
 
 asyncio's own `Task.print_stack` shows a task's outermost frame only, which does not say what a stuck task waits for.
-A task in an `async for` over an async generator shows only its own frame, since nothing links the two: the suspended
-generators are listed on their own (`generator_stacks`).
+The chain also passes through objects that hide what they await: `coroutine.__await__()` wrappers (a Faust actor is
+awaited that way) and the `asend` of an `async for` over an async generator. For those, the coroutine or generator
+they hold is found among their references.
 """
 
 from __future__ import annotations
@@ -20,18 +21,22 @@ def task_stacks(loop: asyncio.AbstractEventLoop, first: Callable[[str], bool] = 
     return ["\n".join([f"Task {name} (most recent await last):", *frames]) for name, frames in chains]
 
 
-def generator_stacks() -> list[str]:
-    """Each suspended async generator's await chain (what an agent's `async for` is really waiting for)."""
-    return [
-        "\n".join([f"Async generator {agen.__qualname__} (most recent await last):", *_awaits(agen)])
-        for agen in gc.get_objects()
-        if inspect.isasyncgen(agen) and agen.ag_frame is not None
-    ]
-
-
 def _awaits(coro: object) -> Iterator[str]:
-    while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
+    seen: set[int] = set()
+    while coro is not None and id(coro) not in seen:
+        seen.add(id(coro))
+        frame = _first(coro, "cr_frame", "gi_frame", "ag_frame")
         if frame is not None:
             yield f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}'
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None) or getattr(coro, "ag_await", None)
+            coro = _first(coro, "cr_await", "gi_yieldfrom", "ag_await")
+        else:
+            coro = _held(coro)
+
+
+def _first(coro: object, *attributes: str) -> object | None:
+    return next((value for name in attributes if (value := getattr(coro, name, None)) is not None), None)
+
+
+def _held(wrapper: object) -> object | None:
+    """The suspended coroutine or async generator an awaitable without a frame of its own holds, if any."""
+    return next((ref for ref in gc.get_referents(wrapper) if inspect.iscoroutine(ref) or inspect.isasyncgen(ref)), None)
