@@ -52,7 +52,9 @@ async def _batches(
     stream.add_processor(add_to_buffer)
     stream._enable_passive(aiter(stream.channel))  # type: ignore[attr-defined]
     try:
-        while not stream.should_stop:
+        # The app stopping ends it too: Faust restarts an actor whose cancellation it takes for a rebalance's, and
+        # that can happen as the worker stops, after the agent's own stop has cancelled what it knew of.
+        while not (stream.should_stop or stream.app.should_stop):
             await stream.wait_for_stopped(full, timeout=within)  # type: ignore[arg-type]
             if not buffered:
                 continue
