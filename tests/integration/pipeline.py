@@ -46,6 +46,15 @@ def get_json(url: str, token: str | None = None) -> Any:
         return json.loads(response.read())
 
 
+def get_status(url: str) -> tuple[int, str]:
+    """GET a status and its body, an error status (a 503 with its reasons) included (blocking)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
 def get_when_up(url: str, within: float, alive: Callable[[], bool] = lambda: True) -> str:
     """GET a text body, retrying while the server does not answer yet, unless `alive` says it never will
     (blocking)."""
@@ -155,10 +164,7 @@ class WorkerProcess:
         assert self.process is not None
         if self.alive():
             try:
-                with urllib.request.urlopen(f"{self.web}/readyz", timeout=5) as response:
-                    readiness = response.read().decode()
-            except urllib.error.HTTPError as error:  # 503 while not ready, with the failing checks
-                readiness = error.read().decode()
+                _, readiness = get_status(f"{self.web}/readyz")  # 503 while not ready, with the failing checks
             except OSError as error:
                 readiness = f"no answer ({error})"
             state = f"running, /readyz: {readiness}"

@@ -8,14 +8,12 @@ import asyncio
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from streams.settings import Settings
-from tests.integration.pipeline import WorkerProcess
+from tests.integration.pipeline import WorkerProcess, get_status
 
 pytestmark = pytest.mark.kafka
 
@@ -65,23 +63,15 @@ async def test_a_rebalance_that_stops_advancing_fails_healthz_and_says_what_it_w
     worker = _stuck(settings, tmp_path, shutdown_seconds=10, where="recovery")
     try:
         report = json.loads(await worker.logged("rebalance stuck", within=90))["message"]
-        status, health = await asyncio.to_thread(_get, f"{worker.web}/healthz")
+        status, health = await asyncio.to_thread(get_status, f"{worker.web}/healthz")
         described = await asyncio.to_thread(worker.describe, 1)  # what a failing test shows of it
     finally:
         code = worker.stop()
     assert report.startswith("rebalance stuck: no progress for "), report
     assert "in never_answers" in report, report  # what the recovery awaits, down its await chain
     assert "in _restart_recovery" in report, report
-    assert (status, health["alive"]) == (503, False), health
+    assert (status, json.loads(health)["alive"]) == (503, False), health
     assert "/readyz: " in described, described
     assert '"tables_recovered":false' in described.replace(" ", ""), described
     assert "rebalance stuck" in described, described  # its report, whether or not the last line
     assert code == 0, worker.output()  # stuck in a rebalance, not in its stop
-
-
-def _get(url: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
