@@ -375,7 +375,8 @@ async def _first_applied(http: httpx.AsyncClient, worker: WorkerUnderTest, *othe
             each.check_alive()
             with contextlib.suppress(httpx.TransportError):
                 samples = await _scrape(http, f"{each.web}/metrics")
-                before = samples if each is worker else before
+                if each is worker:
+                    before = samples
                 if sum(_deltas({}, samples, "ctxbudget_records_consumed_total", "agent").values()):
                     worker.started = time.perf_counter()
     for each in others:
