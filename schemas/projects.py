@@ -4,7 +4,7 @@ What they publish reuses `schemas.views` (ProjectDetail, ConversationItem) and `
 the values of their tables and of the topics between them:
 
     thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
-        -> thread-state-by-project [project_id]: ThreadState | ThreadLeft -> ProjectState
+        -> thread-state-by-project [project_id]: ThreadInProject | ThreadLeft -> ProjectState
         -> conversation-threads [conversation_id]: ConversationThread
     conversations [conversation_id] + conversation-threads -> ConversationIndicatorState
         -> conversation-links [thread_id]: ConversationLink
@@ -56,8 +56,18 @@ class ThreadLeft(Record):
     left_at: Timestamp = Field(description="`updated_at` of the thread state that showed the move.")
 
 
-ProjectInput = ThreadState | ThreadLeft
-"""A record on `thread-state-by-project` [project_id]."""
+class ThreadInProject(Record):
+    """What a project's view keeps of one of its threads, sent by the routing fold when what the view shows of the
+    thread changes, and at least every `ProjectsConfig.refresh_after` while the thread reports (so an active thread
+    whose values hold still is not retired as idle)."""
+
+    project_id: Id
+    thread: LiveThread
+
+
+ProjectInput = ThreadInProject | ThreadLeft | ThreadState
+"""A record on `thread-state-by-project` [project_id]. Versions before `ThreadInProject` sent the whole ThreadState;
+it is still read, so records left on the topic across an upgrade are applied, not dead-lettered."""
 
 
 class ShownThread(Record):
@@ -91,10 +101,12 @@ class ConversationLink(Record):
 
 
 class ThreadRoutes(Record):
-    """The routing table's value [thread_id]: the thread's last shown values and the conversations that show it."""
+    """The routing table's value [thread_id]: the thread's last shown values, the conversations that show it, and
+    what was last forwarded to its project."""
 
     thread_id: Id
     shown: ShownThread | None = None
+    forwarded: ThreadInProject | None = None
     conversation_ids: Annotated[IdList, Field(max_length=MAX_LINKED_CONVERSATIONS)] = Field(default_factory=list)
 
 

@@ -145,7 +145,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
             "route_thread_state",
             ROUTES_INPUTS,
             ROUTES_CODEC.decode,
-            batch=lambda messages, load, now: routes_batch(messages, load, now, prefix),
+            batch=lambda messages, load, now: routes_batch(messages, load, now, projects_config, prefix),
         )
         runtime.keyed_fold(
             "project_risk",

@@ -50,10 +50,20 @@ INDICATOR_DECODERS = {CONVERSATIONS: Codec(Conversation), CONVERSATION_THREADS: 
 
 
 def routes_batch(
-    messages: Iterable[InputMessage], load: Callable[[str], ThreadRoutes | None], now: datetime, prefix: str
+    messages: Iterable[InputMessage],
+    load: Callable[[str], ThreadRoutes | None],
+    now: datetime,
+    config: ProjectsConfig,
+    prefix: str,
 ) -> BatchResult[ThreadRoutes]:
     result = fold_records(
-        messages, load, ROUTES_DECODERS, key_of=lambda record: record.thread_id, apply=_route, now=now, prefix=prefix
+        messages,
+        load,
+        ROUTES_DECODERS,
+        key_of=lambda record: record.thread_id,
+        apply=lambda state, record: _route(state, record, config),
+        now=now,
+        prefix=prefix,
     )
     # The projection fold reads `thread-state` too and dead-letters an invalid record there, once.
     source = f"{prefix}{THREAD_STATE}"
@@ -109,10 +119,12 @@ def indicators_batch(
     )
 
 
-def _route(state: ThreadRoutes | None, record: ThreadState | ConversationLink) -> Change[ThreadRoutes]:
+def _route(
+    state: ThreadRoutes | None, record: ThreadState | ConversationLink, config: ProjectsConfig
+) -> Change[ThreadRoutes]:
     if isinstance(record, ConversationLink):
         return routes.apply_link(state, record)
-    return routes.route_thread_state(state, record)
+    return routes.route_thread_state(state, record, config)
 
 
 def _indicate(

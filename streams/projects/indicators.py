@@ -22,7 +22,7 @@ from schemas import (
 )
 from schemas.projects import ConversationIndicatorState, ConversationLink, ShownThread
 from streams.projects.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, CONVERSATION_LINKS, Change, Emit, stable_id
-from streams.projects.summary import ring_percent
+from streams.projects.resolution import ring_percent
 
 UNCHANGED: Change[ConversationIndicatorState] = Change(None)
 HIDDEN = ContextBudgetIndicator(visible=False)

@@ -3,6 +3,10 @@
 Level severity (critical first); must-finish work; then, as spec 8.2.2 orders them, an uncommitted patch, unrecorded
 test results, a hardware step in progress; earlier expected compaction (unknown last); higher task importance
 (unknown last); thread id last, so equal threads still have one order whatever order they arrived in.
+
+Percent and expected compaction count at the resolution a reader sees them (`streams.projects.resolution`): a
+forecast seconds earlier than another is a tie, not a reason to reorder the view or to forward a thread's every
+snapshot to its project.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterable
 from schemas import ContextBudgetLevel, WorkFact
 from schemas.projects import LiveThread
 from streams.engine.levels import SEVERITY
+from streams.projects.resolution import expected_minute, ring_percent
 
 TIE_BREAK_FACTS = (
     WorkFact.UNCOMMITTED_PATCH,
@@ -23,10 +28,10 @@ AT_RISK_LEVELS = frozenset({ContextBudgetLevel.URGENT, ContextBudgetLevel.CRITIC
 """Levels whose threads can be the project's `next_compaction_risk_thread_id` (spec 6.2)."""
 
 
-def rank_key(thread: LiveThread) -> tuple[int, bool, bool, bool, bool, bool, float, bool, int, str]:
+def rank_key(thread: LiveThread) -> tuple[int, bool, bool, bool, bool, bool, int, bool, int, str]:
     """Smaller sorts first. Booleans are `not holds_x`, so the thread that holds x sorts before one that does not."""
     summary = thread.summary
-    expected = summary.compaction_expected_at
+    expected = expected_minute(summary.compaction_expected_at)
     importance = thread.task_importance
     patch, tests, hardware = (fact not in thread.active_facts for fact in TIE_BREAK_FACTS)
     return (
@@ -36,7 +41,7 @@ def rank_key(thread: LiveThread) -> tuple[int, bool, bool, bool, bool, bool, flo
         tests,
         hardware,
         expected is None,
-        expected.timestamp() if expected is not None else 0.0,
+        expected or 0,
         importance is None,
         -(importance or 0),
         summary.thread_id,
@@ -70,4 +75,8 @@ def healthiest(threads: Iterable[LiveThread]) -> LiveThread | None:
         and not t.summary.stale
         and not t.summary.must_finish_before_compaction
     ]
-    return min(candidates, key=lambda t: (-t.summary.context_budget_remaining_pct, t.summary.thread_id), default=None)
+    return min(
+        candidates,
+        key=lambda t: (-ring_percent(t.summary.context_budget_remaining_pct), t.summary.thread_id),
+        default=None,
+    )

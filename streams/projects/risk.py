@@ -11,13 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
-from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadLeft
+from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadInProject, ThreadLeft
 from schemas.views import ThreadContextSummary
 from streams.engine import fold as engine
 from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
 from streams.projects.ranking import next_compaction_risk, rank
-from streams.projects.summary import expected_minute, ring_percent, strategy_summary
+from streams.projects.resolution import seen_values
+from streams.projects.summary import strategy_summary
 
 UNCHANGED: Change[ProjectState] = Change(None)
 
@@ -28,7 +29,9 @@ def apply_project_input(
     """One record of `thread-state-by-project`."""
     if isinstance(record, ThreadLeft):
         return remove_thread(state, record, now)
-    return apply_thread_state(state, record, now, config)
+    if isinstance(record, ThreadState):
+        return apply_thread_state(state, record, now, config)
+    return apply_live_thread(state, record, now, config)
 
 
 def apply_thread_state(
@@ -39,19 +42,28 @@ def apply_thread_state(
     importance: int | None = None,
 ) -> Change[ProjectState]:
     """A thread's new state. `importance` is its task's importance when the caller knows it (spec 8.1)."""
-    state = state or ProjectState(project_id=thread.project_id)
-    held = _find(state, thread.thread_id)
-    if held is not None and thread.updated_at < held.summary.updated_at:
+    live = ThreadInProject(project_id=thread.project_id, thread=live_thread(thread, importance))
+    return apply_live_thread(state, live, now, config)
+
+
+def apply_live_thread(
+    state: ProjectState | None, record: ThreadInProject, now: datetime, config: ProjectsConfig
+) -> Change[ProjectState]:
+    """What the view keeps of one of the project's threads, newly forwarded."""
+    live = record.thread
+    thread_id, updated_at = live.summary.thread_id, live.summary.updated_at
+    state = state or ProjectState(project_id=record.project_id)
+    held = _find(state, thread_id)
+    if held is not None and updated_at < held.summary.updated_at:
         return UNCHANGED  # a replayed older state
-    if now - thread.updated_at >= config.retire_after:
+    if now - updated_at >= config.retire_after:
         return UNCHANGED  # already idle past retirement: a late replay must not bring a finished thread back
-    live = live_thread(thread, importance)
     if live == held:
         return UNCHANGED
-    others = [t for t in state.threads if t.summary.thread_id != thread.thread_id]
+    others = [t for t in state.threads if t.summary.thread_id != thread_id]
     if len(others) >= MAX_LIVE_THREADS:
         others.remove(min(others, key=lambda t: t.summary.updated_at))  # the thread idle longest makes room
-    cause = stable_id(state.project_id, thread.thread_id, thread.updated_at.isoformat())
+    cause = stable_id(state.project_id, thread_id, updated_at.isoformat())
     return _republish(state, [*others, live], cause, now)
 
 
@@ -139,19 +151,7 @@ def _republish(state: ProjectState, threads: list[LiveThread], cause: str, now: 
 
 def _seen(view: dict) -> tuple[object, ...]:
     """What a reader of the view sees: the fields of a ProjectDetail that decide whether it is republished."""
-    threads = tuple(
-        (
-            t.thread_id,
-            t.node_id,
-            t.task_id,
-            ring_percent(t.context_budget_remaining_pct),
-            t.context_budget_level,
-            t.must_finish_before_compaction,
-            expected_minute(t.compaction_expected_at),
-            t.stale,
-        )
-        for t in view["active_thread_contexts"]
-    )
+    threads = tuple(seen_values(t) for t in view["active_thread_contexts"])
     derived = (view["next_compaction_risk_thread_id"], tuple(view["threads_requiring_handoff"]))
     return threads, derived, view["master_context_strategy_summary"]
 

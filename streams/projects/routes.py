@@ -1,36 +1,58 @@
-"""The routing fold [thread_id]: sends each thread state to its project, and its ring values to the conversations
-that show it.
+"""The routing fold [thread_id]: sends what a project view uses of each thread to its project, and its ring values
+to the conversations that show it.
 
 It sits beside the engine's `thread-state` topic (same key), so it knows each thread's last project and the
 conversations linked to it. That makes two things order-free: a thread that moves project gets a `ThreadLeft` sent
 to the old one, and a conversation registered after its thread still gets the thread's values (sent on the link).
-Conversations get values only when what their ring shows changes, not on every snapshot.
+
+Neither hop carries every snapshot. Conversations get values when what their ring shows changes; the project gets
+them when what its view shows or ranks by changes (`project_values`), and at least every `refresh_after` while the
+thread reports, so that a busy thread whose values hold still is not retired. The project view therefore shows each
+thread's exact percent and times as of its last forward.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from schemas import ThreadState
-from schemas.projects import MAX_LINKED_CONVERSATIONS, ConversationLink, ShownThread, ThreadLeft, ThreadRoutes
+from schemas.projects import (
+    MAX_LINKED_CONVERSATIONS,
+    ConversationLink,
+    LiveThread,
+    ShownThread,
+    ThreadInProject,
+    ThreadLeft,
+    ThreadRoutes,
+)
+from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Change, ConversationThread, Emit
-from streams.projects.summary import ring_percent
+from streams.projects.resolution import ring_percent, seen_values
+from streams.projects.risk import live_thread
 
 UNCHANGED: Change[ThreadRoutes] = Change(None)
 
 
-def route_thread_state(routes: ThreadRoutes | None, thread: ThreadState) -> Change[ThreadRoutes]:
-    held = routes.shown if routes else None
-    if held is not None and thread.updated_at < held.updated_at:
+def route_thread_state(
+    routes: ThreadRoutes | None, thread: ThreadState, config: ProjectsConfig
+) -> Change[ThreadRoutes]:
+    routes = routes or ThreadRoutes(thread_id=thread.thread_id)
+    if thread.updated_at < _latest(routes):
         return UNCHANGED  # a replayed older state
-    shown = shown_thread(thread)
-    emits = [Emit(THREAD_STATE_BY_PROJECT, thread.project_id, thread)]
+    update: dict[str, object] = {}
+    emits: list[Emit] = []
+    held, shown = routes.shown, shown_thread(thread)
     if held is not None and held.project_id != shown.project_id:
         left = ThreadLeft(thread_id=thread.thread_id, project_id=held.project_id, left_at=thread.updated_at)
         emits.append(Emit(THREAD_STATE_BY_PROJECT, held.project_id, left))
-    elif held is not None and ring_values(held) == ring_values(shown):
-        return Change(None, emits)
-    linked = routes.conversation_ids if routes else []
-    emits += [_to_conversation(conversation_id, shown) for conversation_id in linked]
-    return Change(ThreadRoutes(thread_id=thread.thread_id, shown=shown, conversation_ids=linked), emits)
+    live = ThreadInProject(project_id=thread.project_id, thread=live_thread(thread))
+    if _forward_due(routes.forwarded, live, config):
+        update["forwarded"] = live
+        emits.append(Emit(THREAD_STATE_BY_PROJECT, thread.project_id, live))
+    if held is None or held.project_id != shown.project_id or ring_values(held) != ring_values(shown):
+        update["shown"] = shown
+        emits += [_to_conversation(conversation_id, shown) for conversation_id in routes.conversation_ids]
+    return Change(routes.model_copy(update=update) if update else None, emits)
 
 
 def apply_link(routes: ThreadRoutes | None, link: ConversationLink) -> Change[ThreadRoutes]:
@@ -71,6 +93,26 @@ def ring_values(shown: ShownThread) -> tuple[object, ...]:
         shown.must_finish_before_compaction,
         shown.stale,
     )
+
+
+def project_values(thread: LiveThread) -> tuple[object, ...]:
+    """What a project's view and ranking use of a thread, at the resolution they use it."""
+    return (seen_values(thread.summary), thread.active_facts, thread.requires_handoff, thread.task_importance)
+
+
+def _forward_due(forwarded: ThreadInProject | None, live: ThreadInProject, config: ProjectsConfig) -> bool:
+    if forwarded is None or forwarded.project_id != live.project_id:
+        return True
+    if project_values(forwarded.thread) != project_values(live.thread):
+        return True
+    return live.thread.summary.updated_at - forwarded.thread.summary.updated_at >= config.refresh_after
+
+
+def _latest(routes: ThreadRoutes) -> datetime:
+    """`updated_at` of the newest thread state this fold acted on."""
+    times = [routes.shown.updated_at] if routes.shown else []
+    times += [routes.forwarded.thread.summary.updated_at] if routes.forwarded else []
+    return max(times, default=datetime.min.replace(tzinfo=UTC))
 
 
 def _to_conversation(conversation_id: str, shown: ShownThread) -> Emit:

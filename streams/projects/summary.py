@@ -6,13 +6,13 @@ the minute), so the text never changes without the view changing.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from datetime import UTC, datetime
 
 from schemas import ContextBudgetLevel
 from schemas.projects import LiveThread
 from streams.projects.ranking import TIE_BREAK_FACTS, healthiest
+from streams.projects.resolution import expected_minute, ring_percent
 
 LEVELS_MOST_SEVERE_FIRST = (
     ContextBudgetLevel.CRITICAL,
@@ -20,17 +20,6 @@ LEVELS_MOST_SEVERE_FIRST = (
     ContextBudgetLevel.WATCH,
     ContextBudgetLevel.SAFE,
 )
-
-
-def ring_percent(pct: float) -> int:
-    """The integer percent shown for a remaining budget: floored, so the marker never shows more room than there is
-    and never crosses a band edge (59.9 is watch and shows 59, never the safe-looking 60)."""
-    return math.floor(pct)
-
-
-def expected_minute(at: datetime | None) -> int | None:
-    """Expected compaction to the minute (since the epoch): finer moves of a forecast are not news to a reader."""
-    return int(at.timestamp() // 60) if at is not None else None
 
 
 def strategy_summary(ranked: list[LiveThread], requiring_handoff: list[LiveThread]) -> str:

@@ -163,7 +163,7 @@ class Pipeline:
         self.published: list[Emit] = []
 
     def thread(self, state: ThreadState) -> list[Emit]:
-        change = routes.route_thread_state(self.routes.get(state.thread_id), state)
+        change = routes.route_thread_state(self.routes.get(state.thread_id), state, CONFIG)
         return self._run(self._keep(self.routes, state.thread_id, change), state.updated_at)
 
     def conversation(self, entry: Conversation) -> list[Emit]:
@@ -215,7 +215,7 @@ class Topics:
         self.offsets: dict[str, int] = defaultdict(int)
         self.published: list[Emit] = []
         self.folds = [
-            (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, PREFIX)),
+            (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, config, PREFIX)),
             (PROJECT_INPUTS, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
             (INDICATOR_INPUTS, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
         ]

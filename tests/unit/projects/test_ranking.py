@@ -90,3 +90,16 @@ def test_healthiest_is_the_fresh_safe_thread_with_most_room_and_nothing_to_save(
     ]
     assert healthiest(project).summary.thread_id == "t-a"
     assert healthiest([live("t-watch", 59), live("t-critical", 3)]) is None
+
+
+def test_expected_compaction_counts_to_the_minute_as_the_view_shows_it() -> None:
+    # seconds apart inside one minute is a tie, decided by the next criterion (importance), not by the seconds
+    sooner = live("t-a-sooner", 30, expected_at=61, importance=1)
+    later = live("t-b-later", 30, expected_at=119, importance=5)
+    assert [t.summary.thread_id for t in rank([sooner, later])] == ["t-b-later", "t-a-sooner"]
+    assert precedes(live("t-z", 30, expected_at=119), live("t-a", 30, expected_at=120))
+
+
+def test_healthiest_compares_room_by_the_ring_percent_a_reader_sees() -> None:
+    assert healthiest([live("t-b", 70.9), live("t-a", 70.1)]).summary.thread_id == "t-a"
+    assert healthiest([live("t-b", 71.0), live("t-a", 70.9)]).summary.thread_id == "t-b"
