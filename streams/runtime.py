@@ -9,16 +9,17 @@ One discipline, kept in one place so each agent in `streams.topology` is a singl
 3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py),
    and a timer rewinds a partition with a gap, or one that owes records and has stopped advancing (Faust drops
    fetched records in a few places without seeking back).
-4. The pure batch function folds them. Its outputs are sent and confirmed by Kafka, then the changed states are
-   written to the table and its changelog confirmed, and only then does the agent report its position to the commit
+4. The pure batch function folds them. Its outputs are sent and confirmed by Kafka, then the changed states' changelog
+   records, then the states are written to the table, and only then does the agent report its position to the commit
    (streams/progress.py: the group commits, per partition, the lowest position of the agents reading it). A crash
    anywhere in between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could
    persist a state whose outputs never left; its replay would then emit nothing.)
 5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
    the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka.
 
-Tables are keyed like their input topics (same bytes, same partitioner), so `use_partitioner` writes each changelog
-record to the partition that owns the key; that is what lets batches and timers write outside per-event iteration.
+Tables are keyed like their input topics (same bytes, same partitioner), so each changelog record goes to the
+partition that owns its key (`streams.produce`); that is what lets batches and timers write outside per-event
+iteration.
 
 Steps 1-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
 (until their batch is inserted) but owe the same: never report a record not written, write in offset order.
@@ -34,12 +35,12 @@ from typing import Generic, TypeVar
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.partitioner import murmur2
 from faust.types import TP
 
 from schemas.codec import encode_record
 from streams import faust_fixes, metrics
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
+from streams.produce import partition_of, produce
 from streams.sequencer import Admit, Sequencer, Survey
 from streams.settings import Settings
 from streams.take_ahead import take_ahead
@@ -62,6 +63,7 @@ class Runtime:
         self.app = app
         self.settings = settings
         self.progress = faust_fixes.track_progress(app)
+        self._partition_counts: dict[str, int] = {}
 
     def topic(self, *names: str) -> faust.TopicT:
         return self.app.topic(
@@ -82,12 +84,11 @@ class Runtime:
         """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
         than that here: a SIGKILL then lost outputs whose states were already written)."""
         metrics.observe_sent(emits)
-        producer = self.app.producer
-        pending = [
-            await producer.send(self.settings.topic(e.topic), e.key.encode(), encode_record(e.record), None, None, None)
-            for e in emits
-        ]
-        await asyncio.gather(*pending)
+        await self.produce((self.settings.topic(e.topic), e.key.encode(), encode_record(e.record)) for e in emits)
+
+    async def produce(self, records: Iterable[tuple[str, bytes, bytes]]) -> None:
+        """Send (topic, key, value) records, batched per partition, and wait until Kafka has acknowledged each."""
+        await produce(self.app.producer._ensure_producer(), records, self._partition_counts)
 
     async def delivered(self) -> None:
         """Wait until every record handed to the producer (table changelogs included) is acknowledged by Kafka.
@@ -202,19 +203,21 @@ class KeyedFold(Generic[S]):
 
     async def _publish(self, result: BatchResult[S]) -> None:
         await self.runtime.send(result.emits)
-        for key, state in result.states.items():
-            raw_key, raw = key.encode(), encode_record(state)
-            self.table[raw_key] = raw
+        encoded = [(key.encode(), encode_record(state), state) for key, state in result.states.items()]
+        # The changelog records are ours, batched like the outputs; the table's store is written once they are in
+        # Kafka (a Faust table write would send each one on its own, and change the store before it is confirmed).
+        changelog = self.table.changelog_topic.get_topic_name()
+        await self.runtime.produce((changelog, raw_key, raw) for raw_key, raw, _ in encoded)
+        for raw_key, raw, state in encoded:
+            self.table.data[raw_key] = raw
             self._decoded.written(raw_key, raw, state)
-        if result.states:
-            await self.runtime.delivered()
 
     def _owned(self) -> Iterator[tuple[str, S]]:
         """States of the keys whose input partitions this worker actively owns (not standby copies)."""
         app, partitions = self.runtime.app, self.runtime.settings.topic_partitions
         owned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == self.owner_topic}
         for key, raw in list(self.table.items()):
-            if raw is not None and (murmur2(key) & 0x7FFFFFFF) % partitions in owned:
+            if raw is not None and partition_of(key, partitions) in owned:
                 yield key.decode(), self._decode(key, raw)
 
 
