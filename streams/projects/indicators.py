@@ -24,6 +24,7 @@ from schemas.projects import ConversationIndicatorState, ConversationLink, Shown
 from streams.projects.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, CONVERSATION_LINKS, Change, Emit, stable_id
 from streams.projects.resolution import ring_percent
 
+NEWS_FIELDS = tuple(name for name in ConversationItem.model_fields if name != "context_budget_updated_at")
 UNCHANGED: Change[ConversationIndicatorState] = Change(None)
 HIDDEN = ContextBudgetIndicator(visible=False)
 
@@ -99,10 +100,7 @@ def _republish(
 ) -> Change[ConversationIndicatorState]:
     item = conversation_item(conversation, state.shown)
     published = state.published
-    # the time alone changing is not news: the item says when its values were last set, not last confirmed
-    if published is not None and item.model_copy(update={"context_budget_updated_at": None}) == published.model_copy(
-        update={"context_budget_updated_at": None}
-    ):
+    if published is not None and _news(item) == _news(published):
         return Change(state, emits)
     emits = [*emits, Emit(CONVERSATION_INDICATORS, item.conversation_id, item)]
     before = published.context_budget_indicator if published is not None else HIDDEN
@@ -124,6 +122,12 @@ def _republish(
             )
         )
     return Change(state.model_copy(update={"published": item}), emits)
+
+
+def _news(item: ConversationItem) -> tuple[object, ...]:
+    """The item's fields but the time: that alone changing is not news (the item says when its values were last
+    set, not last confirmed)."""
+    return tuple(getattr(item, name) for name in NEWS_FIELDS)
 
 
 def _link(conversation: Conversation, thread_id: str, *, linked: bool) -> Emit:
