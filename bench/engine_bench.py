@@ -1,7 +1,7 @@
 """Worker throughput, printed as figures with baselines measured in the same run (machines here are noisy).
 
     .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--projects 3] [--bootstrap HOST:PORT]
-                                           [--aggregates]
+                                           [--aggregates | --live SPEED]
 
 1. In process: the pure batch function (decode, fold, slot encode/decode, output building) against the baseline of
    only decoding the same records with the schema codecs.
@@ -17,6 +17,10 @@
    one that runs only the aggregates over what that engine wrote (do they keep up with it? `--aggregates` runs only
    this pair); two engine workers sharing the partitions; two workers side by side, engine and projection in one,
    aggregates and sinks in the other.
+
+5. `--live SPEED` instead: the engine and the aggregates in two processes fed the simulator's records at the fleet's
+   own pace (each thread reports once a turn, `turn_seconds` apart), times SPEED: whether each keeps up with a live
+   fleet of that size, by its lag while fed and how soon after the last record it had committed everything.
 
 Every backlog also registers the conversations that show the simulated threads: one single_device per thread and one
 group per project, so the indicator fold has its production work.
@@ -266,6 +270,148 @@ async def engine_then_aggregates(settings: Settings, records: list[SimRecord], c
         print(f"  ... then the aggregates role alone   {aggregates:10.0f} records/s  ({aggregates / rate:.2f}x of the"
               " engine's)")  # fmt: skip
         _print_worker_figures(before, after, time.perf_counter() - worker.started)
+
+
+async def live(settings: Settings, records: list[SimRecord], fleet: SimulationConfig, speed: float) -> None:
+    """The engine and the aggregates in two processes, as deployed, fed the records at the fleet's own pace (`speed`
+    times real time: each thread reports once a turn) rather than as a backlog: do they keep up with a live fleet?
+
+    Prints the input rate; each group's largest lag (records between its committed offsets and the ends of what it
+    reads, sampled every second; at least what arrives between two commits) in each quarter of the feed, which grows
+    when the group falls behind; how long after the last record each group had committed everything; and what a
+    reader sees: a probe thread of its own reports a lower budget every second, and the time from each report to its
+    conversation's ring and to its project's view showing that percent."""
+    settings = _fresh(settings)
+    await ensure_topics(settings)
+    rate = speed * len(records) / (fleet.turns_per_thread * fleet.turn_seconds)
+    async with (
+        worker_process(_with_roles(settings, "engine")) as engine,
+        worker_process(_with_roles(settings, "aggregates")) as aggregates,
+        httpx.AsyncClient(timeout=10) as http,
+        Probe(settings) as probe,
+    ):
+        await _ready(http, engine, aggregates)
+        await produce(conversations(records), str(settings.kafka_bootstrap_servers), settings.topic_prefix)
+        lags: dict[str, list[tuple[float, int]]] = {"engine": [], "aggregates": []}
+
+        async def sample() -> None:
+            while True:
+                for name, worker in (("engine", engine), ("aggregates", aggregates)):
+                    worker.check_alive()
+                    lags[name].append((time.perf_counter(), await _lag(worker.settings)))
+                await asyncio.sleep(1)
+
+        sampler = asyncio.create_task(sample())
+        probing = asyncio.create_task(probe.report_every(1.0))
+        started = time.perf_counter()
+        sent = await produce(records, str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate=rate)
+        produced = time.perf_counter()
+        probing.cancel()
+        caught_up = {}
+        for name, worker in (("engine", engine), ("aggregates", aggregates)):
+            while not await _caught_up(worker.settings):
+                worker.check_alive()
+                await asyncio.sleep(0.2)
+            caught_up[name] = time.perf_counter() - produced
+        sampler.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(probe.settle(), timeout=30)
+    print(f"  live: {fleet.threads} threads in {fleet.projects} projects at {speed:g}x their pace, "
+          f"{sent / (produced - started):.0f} records/s for {produced - started:.0f} s")  # fmt: skip
+    quarter = (produced - started) / 4
+    for name, seconds in caught_up.items():
+        largest = [max((lag for at, lag in lags[name] if 0 <= at - started - q * quarter < quarter), default=0)
+                   for q in range(4)]  # fmt: skip
+        print(f"    {name:10s} largest lag by quarter of the feed {' '.join(f'{n:6d}' for n in largest)} records; "
+              f"everything committed {seconds:5.1f} s after the last record")  # fmt: skip
+    for view, delays in probe.delays.items():
+        p50, p99 = (percentile(delays, q) * 1000 for q in (50, 99)) if delays else (float("nan"),) * 2
+        print(f"    a report shown in its {view:12s} p50 {p50:5.0f} ms, p99 {p99:5.0f} ms "
+              f"({len(delays)} of {probe.reports} reports)")  # fmt: skip
+
+
+class Probe:
+    """A thread of its own (in `_paced_snapshot`'s project), shown by a single_device conversation of its own, whose
+    reports each lower its budget by one point; `delays` are the times from each report to the ring of its
+    conversation (`conversation-indicators`) and to its project's view (`project-risk`) showing that percent."""
+
+    THREAD = "probe-thread"
+    CONVERSATION = "conv-probe"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        bootstrap = settings.kafka_bootstrap_servers
+        self.consumer = AIOKafkaConsumer(settings.topic("conversation-indicators"), settings.topic("project-risk"),
+                                         bootstrap_servers=bootstrap, auto_offset_reset="latest")  # fmt: skip
+        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+        self.sent_at: dict[int, float] = {}
+        """Send time by the ring percent the report sets."""
+        self.delays: dict[str, list[float]] = {"ring": [], "project view": []}
+        self.reports = 0
+        self._seen: dict[str, set[int]] = {view: set() for view in self.delays}
+        self._more_seen = asyncio.Event()
+
+    async def __aenter__(self) -> Probe:
+        await self.producer.start()
+        await self.consumer.start()
+        await ensure_topics(self.settings)
+        registered = Conversation(conversation_id=self.CONVERSATION, conversation_type=ConversationType.SINGLE_DEVICE,
+                                  project_id="latency", project_title="latency", thread_ids=[self.THREAD],
+                                  updated_at=datetime.now(UTC))  # fmt: skip
+        await self._send("conversations", self.CONVERSATION, encode_record(registered))
+        self._collector = asyncio.create_task(self._collect())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._collector.cancel()
+        await self.consumer.stop()
+        await self.producer.stop()
+
+    async def report_every(self, seconds: float) -> None:
+        while self.reports < 90:  # 95% down to 5%
+            snapshot = _paced_snapshot(self.reports * 100, self.THREAD)
+            self.sent_at[int(snapshot.context_budget_remaining_pct)] = time.perf_counter()
+            self.reports += 1
+            await self._send("snapshots", self.THREAD, encode_record(snapshot))
+            await asyncio.sleep(seconds)
+
+    async def settle(self) -> None:
+        """Until every report is seen in both views (the caller bounds the wait)."""
+        while not self._all_seen():
+            self._more_seen.clear()
+            await self._more_seen.wait()
+
+    def _all_seen(self) -> bool:
+        return all(len(seen) >= self.reports for seen in self._seen.values())
+
+    async def _send(self, topic: str, key: str, value: bytes) -> None:
+        await self.producer.send_and_wait(self.settings.topic(topic), value, key=key.encode())
+
+    async def _collect(self) -> None:
+        while True:
+            for tp, batch in (await self.consumer.getmany(timeout_ms=100)).items():
+                arrived = time.perf_counter()
+                for record in batch:
+                    value = json.loads(record.value)
+                    if record.key == self.CONVERSATION.encode():
+                        self._shown("ring", value["context_budget_indicator"].get("percent"), arrived)
+                    elif tp.topic.endswith("project-risk") and record.key == b"latency":
+                        for thread in value["active_thread_contexts"]:
+                            if thread["thread_id"] == self.THREAD:
+                                self._shown("project view", int(thread["context_budget_remaining_pct"]), arrived)
+
+    def _shown(self, view: str, percent: int | None, arrived: float) -> None:
+        if percent in self.sent_at and percent not in self._seen[view]:
+            self._seen[view].add(percent)
+            self.delays[view].append(arrived - self.sent_at[percent])
+            self._more_seen.set()
+
+
+async def _lag(settings: Settings) -> int:
+    """Records between the group's committed offsets and the ends of the partitions it has committed on."""
+    committed = await _committed(settings)
+    ends = await _end_offsets(settings, list(committed)) if committed else {}
+    return sum(max(0, end - committed[tp].offset) for tp, end in ends.items())
 
 
 def _with_roles(settings: Settings, roles: str) -> Settings:
@@ -520,6 +666,8 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--aggregates", action="store_true", help="on the broker, only the engine role, then the "
                         "aggregates role over its outputs")  # fmt: skip
+    parser.add_argument("--live", type=float, metavar="SPEED", help="on the broker, only the engine and aggregates "
+                        "processes fed at SPEED times the fleet's pace")  # fmt: skip
     args = parser.parse_args()
     fleet = SimulationConfig(threads=args.threads, projects=args.projects, turns_per_thread=args.turns, seed=1)
     records = list(generate(fleet))
@@ -528,7 +676,12 @@ def main() -> None:
     if bootstrap:
         settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
                             app_id=f"bench-{uuid.uuid4().hex[:6]}")  # fmt: skip
-        run = engine_then_aggregates(settings, records, None) if args.aggregates else on_broker(settings, records)
+        if args.live:
+            run = live(settings, records, fleet, args.live)
+        elif args.aggregates:
+            run = engine_then_aggregates(settings, records, None)
+        else:
+            run = on_broker(settings, records)
         asyncio.run(run)
     else:
         print("on the broker: skipped (give --bootstrap, or start one with `ctxbudget kafka up`)")
