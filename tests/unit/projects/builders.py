@@ -42,6 +42,15 @@ from streams.projects.outputs import (
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 CONFIG = ProjectsConfig()
 PREFIX = "ctx."
+VISIBLE_CHANGES = [
+    ("ring percent", {"pct": 51.9}),
+    ("level", {"pct": 39.0}),
+    ("must-finish", {"must_finish": True}),
+    ("expected compaction minute", {"expected_at": 660}),
+    ("staleness", {"stale": True}),
+    ("node", {"node": "win-02"}),
+]
+"""Changes a project view shows, as `thread_state` arguments, from a thread at 52.9% expecting compaction at 600 s."""
 INTERNAL = (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, CONVERSATION_LINKS)
 
 

@@ -8,7 +8,7 @@ from schemas import Codec, ProjectContextRiskUpdated, ProjectDetail, WorkFact
 from schemas.projects import ProjectState, ThreadLeft
 from streams.projects import risk
 from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Emit
-from tests.unit.projects.builders import CONFIG, at, thread_state
+from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, at, thread_state
 
 
 class Project:
@@ -63,17 +63,7 @@ def test_changes_a_reader_cannot_see_publish_nothing_but_are_kept() -> None:
     assert project.state.threads[0].summary.context_budget_remaining_pct == 52.1
 
 
-@pytest.mark.parametrize(
-    ("change", "kwargs"),
-    [
-        ("ring percent", {"pct": 51.9}),
-        ("level", {"pct": 39.0}),
-        ("must-finish", {"must_finish": True}),
-        ("expected compaction minute", {"expected_at": 660}),
-        ("staleness", {"stale": True}),
-        ("node", {"node": "win-02"}),
-    ],
-)
+@pytest.mark.parametrize(("change", "kwargs"), VISIBLE_CHANGES)
 def test_each_visible_change_publishes_once(change: str, kwargs: dict) -> None:
     project = Project()
     project.thread("thread-a", **{"pct": 52.9, "expected_at": 600, "seconds": 0})

@@ -10,7 +10,7 @@ from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ProjectInput, ThreadInProject, ThreadLeft, ThreadRoutes
 from streams.projects import risk, routes
 from streams.projects.outputs import CONVERSATION_THREADS, PROJECT_RISK, THREAD_STATE_BY_PROJECT, Emit
-from tests.unit.projects.builders import CONFIG, Pipeline, at, thread_state
+from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, Pipeline, at, thread_state
 
 REFRESH = CONFIG.refresh_after.total_seconds()
 BASE = {"pct": 52.9, "expected_at": 600}
@@ -52,12 +52,7 @@ def test_a_change_no_view_shows_is_neither_forwarded_nor_written() -> None:
 @pytest.mark.parametrize(
     ("change", "kwargs"),
     [
-        ("ring percent", {"pct": 51.9}),
-        ("level", {"pct": 39.0}),
-        ("must-finish", {"must_finish": True}),
-        ("expected compaction minute", {"expected_at": 660}),
-        ("staleness", {"stale": True}),
-        ("node", {"node": "win-02"}),
+        *VISIBLE_CHANGES,
         ("a work fact", {"facts": [WorkFact.UNRECORDED_TEST_RESULTS]}),
         ("a ready handoff package", {"pct": 30.0, "handoff_ready": True}),
     ],
