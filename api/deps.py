@@ -1,4 +1,14 @@
-"""What every route depends on: the app's collaborators, the caller, validated path ids."""
+"""What every route depends on: the app's collaborators, the caller and the roles it may have, validated path ids.
+
+Access is declared per route, in its signature: `caller: Annotated[Principal, require(Role.USER, Role.OPERATOR)]`
+is the verified caller when its token's role is one of those, and 403 (with a message naming the allowed roles)
+for any other role, before the route body runs. Every route names its roles this way; none takes `caller` bare.
+Which projects the caller sees is the route's own check (`Principal.sees`): a resource of another project answers
+404, the same as a missing one.
+
+The roles (spec 5.2, 6.x): a worker reports its threads and posts their handoff packages; a user reads and acks
+within its projects; an operator may call everything.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +17,12 @@ from typing import Annotated
 
 from clickhouse_connect.driver.client import Client
 from fastapi import Depends, HTTPException, Path, Request
+from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.services import KafkaServices
 from api.settings import ApiSettings
-from api.tokens import InvalidToken, Principal, verify_token
+from api.tokens import InvalidToken, Principal, Role, verify_token
 from schemas.base import MAX_ID_LENGTH
 from streams.settings import Settings
 
@@ -51,7 +62,25 @@ def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(401, detail, headers={"WWW-Authenticate": 'Bearer realm="ctxbudget"'})
 
 
-Caller = Annotated[Principal, Depends(caller)]
+def require(*roles: Role) -> DependsParam:
+    """The dependency of a route callable by `roles` only: the verified caller, else 401 (no valid token) or 403."""
+    allowed = frozenset(roles)
+    names = ", ".join(sorted(role.value for role in allowed))
+
+    async def authorized(principal: Annotated[Principal, Depends(caller)]) -> Principal:
+        if principal.role not in allowed:
+            raise HTTPException(403, f"a {principal.role.value} token may not call this; allowed roles: {names}")
+        return principal
+
+    return Depends(authorized)
+
+
+Reader = Annotated[Principal, require(Role.USER, Role.OPERATOR)]
+"""Reads and acks of the conversation list, projects, threads and alerts (spec 6.1-6.4)."""
+Reporter = Annotated[Principal, require(Role.WORKER, Role.OPERATOR)]
+"""Worker writes: reports (spec 5.2) and the handoff packages of its threads (spec 3.3)."""
+Operator = Annotated[Principal, require(Role.OPERATOR)]
+"""Operations over every project."""
 
 ID_PATTERN = r"^\S+$"
 """The contract's entity id (schemas.base.Id): 1-128 characters, no whitespace."""

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from api import reads
-from api.deps import Caller, Context, not_found, path_id
+from api.deps import Context, Reader, not_found, path_id
 from api.responses import errors, record_response
 from api.views import AlertAckAccepted
 from schemas import AlertCommand, AlertCommandKind
@@ -22,9 +22,9 @@ router = APIRouter(tags=["alerts"])
     "/api/v1/alerts/{alert_id}/ack",
     status_code=202,
     response_model=AlertAckAccepted,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 403, 404, 422, 503),
 )
-async def ack_alert(alert_id: Annotated[str, path_id("The alert.")], context: Context, caller: Caller) -> Response:
+async def ack_alert(alert_id: Annotated[str, path_id("The alert.")], context: Context, caller: Reader) -> Response:
     """Accepted once the command is on `alert-commands`; the engine moves the alert to `acked` (repeats are no-ops)."""
     row = await run_in_threadpool(reads.alert, context.clickhouse, alert_id)
     if row is None or not caller.sees(row["project_id"]):

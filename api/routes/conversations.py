@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 
 from api import reads
 from api.cursor import InvalidCursor, decode_cursor, encode_cursor
-from api.deps import Caller, Context
+from api.deps import Context, Reader
 from api.read_models import conversation_item, sort_key
 from api.responses import errors, record_response
 from api.tokens import Role
@@ -22,10 +22,10 @@ router = APIRouter(tags=["bff"])
 DEFAULT_PAGE = 50
 
 
-@router.get("/api/v1/conversations", response_model=ConversationPage, responses=errors(401, 422))
+@router.get("/api/v1/conversations", response_model=ConversationPage, responses=errors(401, 403, 422))
 async def list_conversations(
     context: Context,
-    caller: Caller,
+    caller: Reader,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page.")] = None,
 ) -> Response:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from api.deps import Caller, Context
+from api.deps import Context, Reader
 from api.event_ids import InvalidEventId, decode_event_id
 from api.events import event_stream
 from api.responses import errors
@@ -24,10 +24,10 @@ SSE_RESPONSE = {
 }
 
 
-@router.get("/api/v1/events", response_class=StreamingResponse, responses={**SSE_RESPONSE, **errors(401, 422)})
+@router.get("/api/v1/events", response_class=StreamingResponse, responses={**SSE_RESPONSE, **errors(401, 403, 422)})
 async def stream_events(
     context: Context,
-    caller: Caller,
+    caller: Reader,
     last_event_id: Annotated[
         str | None, Header(alias="Last-Event-ID", max_length=32_768, description="Resume after this event.")
     ] = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
-from api.deps import Caller, Context, not_found, path_id
+from api.deps import Context, Reader, not_found, path_id
 from api.read_models import project_detail
 from api.responses import errors, record_response
 from schemas import ProjectDetail
@@ -16,9 +16,9 @@ from sinks.queries import project_risk
 router = APIRouter(tags=["bff"])
 
 
-@router.get("/api/v1/projects/{project_id}", response_model=ProjectDetail, responses=errors(401, 404, 422))
+@router.get("/api/v1/projects/{project_id}", response_model=ProjectDetail, responses=errors(401, 403, 404, 422))
 async def get_project(
-    project_id: Annotated[str, path_id("The project.")], context: Context, caller: Caller
+    project_id: Annotated[str, path_id("The project.")], context: Context, caller: Reader
 ) -> Response:
     if not caller.sees(project_id):
         raise not_found("project")

@@ -10,9 +10,10 @@ from fastapi.exceptions import RequestValidationError
 
 from api import reads
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Caller, Context, not_found, path_id
+from api.deps import Context, Reader, Reporter, not_found, path_id
 from api.read_models import thread_detail
 from api.responses import errors, record_response
+from api.tokens import Principal
 from api.views import MAX_RECENT_COMPACTIONS, HandoffPackageAccepted, ThreadContextDetail
 from schemas import HandoffPackage
 from schemas.codec import encode_record
@@ -24,9 +25,11 @@ ThreadId = Annotated[str, path_id("The thread.")]
 
 
 @router.get(
-    "/api/v1/threads/{thread_id}/context-budget", response_model=ThreadContextDetail, responses=errors(401, 404, 422)
+    "/api/v1/threads/{thread_id}/context-budget",
+    response_model=ThreadContextDetail,
+    responses=errors(401, 403, 404, 422),
 )
-async def get_context_budget(thread_id: ThreadId, context: Context, caller: Caller) -> Response:
+async def get_context_budget(thread_id: ThreadId, context: Context, caller: Reader) -> Response:
     """Percent, level, expected compaction with its band, last compaction, wrap-up checklist, handoff status."""
     detail = await run_in_threadpool(_thread_detail, context, caller, thread_id)
     if detail is None:
@@ -34,7 +37,7 @@ async def get_context_budget(thread_id: ThreadId, context: Context, caller: Call
     return record_response(detail)
 
 
-def _thread_detail(context: Context, caller: Caller, thread_id: str) -> ThreadContextDetail | None:
+def _thread_detail(context: Context, caller: Principal, thread_id: str) -> ThreadContextDetail | None:
     client = context.clickhouse
     row = latest_thread(client, thread_id)
     if row is None or not caller.sees(row["project_id"]):
@@ -47,10 +50,10 @@ def _thread_detail(context: Context, caller: Caller, thread_id: str) -> ThreadCo
     "/api/v1/threads/{thread_id}/handoff-packages",
     status_code=202,
     response_model=HandoffPackageAccepted,
-    responses=errors(401, 404, 413, 422, 503),
+    responses=errors(401, 403, 404, 413, 422, 503),
     openapi_extra=json_body_openapi(HandoffPackage),
 )
-async def post_handoff_package(thread_id: ThreadId, request: Request, context: Context, caller: Caller) -> Response:
+async def post_handoff_package(thread_id: ThreadId, request: Request, context: Context, caller: Reporter) -> Response:
     """A new version of the thread's package, on `handoff-packages` once Kafka has it; the engine runs its lifecycle."""
     package = decode_body(HandoffPackage, await read_body(request, context.api.max_package_bytes))
     if package.from_thread_id != thread_id:

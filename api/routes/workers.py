@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Caller, Context, path_id
+from api.deps import Context, Reporter, path_id
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
 from api.responses import errors, record_response
 from reporter.kafka_sink import snapshot_record
@@ -27,7 +27,7 @@ async def report_thread_context(
     worker_id: Annotated[str, path_id("The reporting worker; must be the token's subject and the body's worker_id.")],
     request: Request,
     context: Context,
-    caller: Caller,
+    caller: Reporter,
     idempotency_key: Annotated[
         str | None, Header(alias=IDEMPOTENCY_KEY, description="The snapshot_id (derived from the body when absent).")
     ] = None,

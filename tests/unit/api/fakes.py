@@ -63,3 +63,17 @@ def make_app(
 def bearer(role: Role, subject: str, *projects: str, secret: bytes = SECRET, ttl_seconds: int = 600) -> dict[str, str]:
     token = issue_token(secret, role, subject, projects, ttl=timedelta(seconds=ttl_seconds))
     return {"Authorization": f"Bearer {token}"}
+
+
+class EmptyDatabase:
+    """A database without rows: every read finds nothing (a count is 0)."""
+
+    def query(self, *args: object, **kwargs: object) -> EmptyResult:
+        return EmptyResult()
+
+
+class EmptyResult:
+    result_rows = ((0,),)
+
+    def named_results(self) -> list[dict[str, object]]:
+        return []

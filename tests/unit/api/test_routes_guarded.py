@@ -13,6 +13,7 @@ from tests.samples import HANDOFF_READY, dumps
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
 
 USER = bearer(Role.USER, "kris", "proj-001")
+WORKER = bearer(Role.WORKER, "worker-mac-01", "proj-001")
 READS = [
     ("GET", "/api/v1/conversations"),
     ("GET", "/api/v1/projects/proj-001"),
@@ -68,7 +69,7 @@ def test_a_malformed_last_event_id_is_422(client, last_event_id: str) -> None:
 
 def test_a_handoff_package_for_another_thread_than_the_path_is_422(client, publisher) -> None:
     body = dumps({**HANDOFF_READY, "from_thread_id": "thread-other"})
-    answer = client.post("/api/v1/threads/thread-abc/handoff-packages", content=body, headers=USER)
+    answer = client.post("/api/v1/threads/thread-abc/handoff-packages", content=body, headers=WORKER)
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "from_thread_id"]
     assert publisher.sent == []
@@ -78,7 +79,9 @@ def test_an_oversized_handoff_package_is_413(tmp_path, publisher) -> None:
     from api.settings import ApiSettings
 
     with TestClient(make_app(tmp_path, publisher, api=ApiSettings(max_package_bytes=512))) as client:
-        answer = client.post("/api/v1/threads/thread-abc/handoff-packages", content=dumps(HANDOFF_READY), headers=USER)
+        answer = client.post(
+            "/api/v1/threads/thread-abc/handoff-packages", content=dumps(HANDOFF_READY), headers=WORKER
+        )
     assert answer.status_code == 413
 
 
