@@ -22,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.services import KafkaServices
 from api.settings import ApiSettings
+from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
 from schemas.base import MAX_ID_LENGTH
 from streams.settings import Settings
@@ -93,3 +94,10 @@ def path_id(description: str) -> object:
 def not_found(what: str) -> HTTPException:
     """The answer for a resource that does not exist and for one the caller may not see: the same, so nothing leaks."""
     return HTTPException(404, f"{what} not found")
+
+
+def refuse_takeover(known: KnownThread | None, project_id: str) -> None:
+    """403 when a write names another project than the one its thread belongs to (the first it was reported under):
+    a token of one project may not move another project's thread into its own."""
+    if known is not None and known.project_id != project_id:
+        raise HTTPException(403, "this thread belongs to another project; a thread stays in its first project")

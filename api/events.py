@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
 from api.event_ids import encode_event_id, resume_positions
+from api.responses import utc_json
 from api.tokens import Principal
 from api.topic_reader import current_positions, open_reader, topic_partitions
 from schemas import CLIENT_EVENT_ADAPTER, Codec, DecodeError
-from schemas.codec import encode_record
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def to_delivery(record: ConsumerRecord) -> Delivery | None:
     except DecodeError as error:
         log.warning("skipping invalid client event at %s:%s: %s", record.partition, record.offset, error)
         return None
-    return Delivery(record.partition, record.offset, event.project_id, event.event_type.value, encode_record(event))
+    return Delivery(record.partition, record.offset, event.project_id, event.event_type.value, utc_json(event))
 
 
 class Subscription:

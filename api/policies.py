@@ -6,20 +6,14 @@ This is what the engine's global policy table holds (the same records, the same 
 
 from __future__ import annotations
 
-import logging
-
-from aiokafka import AIOKafkaConsumer
-
-from api.topic_reader import current_positions, end_offsets
+from api.topic_reader import TopicTable
 from schemas import Codec, DecodeError, ThresholdPolicy
 from streams.engine.levels import policy_for
-
-log = logging.getLogger(__name__)
 
 POLICY_CODEC = Codec(ThresholdPolicy)
 
 
-class PolicyBook:
+class PolicyBook(TopicTable):
     def __init__(self) -> None:
         self._policies: dict[str, ThresholdPolicy] = {}
 
@@ -37,21 +31,3 @@ class PolicyBook:
             return False
         self._policies[policy.project_id] = policy
         return True
-
-    async def catch_up(self, consumer: AIOKafkaConsumer) -> None:
-        """Read up to the topic's end as of now, so the first answers use the current policies."""
-        ends = await end_offsets(consumer)
-        while any(position < ends[p] for p, position in (await current_positions(consumer)).items()):
-            await self._read(consumer, timeout_ms=500)
-
-    async def follow(self, consumer: AIOKafkaConsumer) -> None:
-        """Apply new policies as they come, until cancelled."""
-        while True:
-            await self._read(consumer, timeout_ms=1_000)
-
-    async def _read(self, consumer: AIOKafkaConsumer, timeout_ms: int) -> None:
-        batches = await consumer.getmany(timeout_ms=timeout_ms)
-        for records in batches.values():
-            for record in records:
-                if not self.apply(record.key, record.value):
-                    log.debug("ignored invalid policy at %s:%s", record.partition, record.offset)

@@ -15,10 +15,12 @@ from pydantic import TypeAdapter, ValidationError
 from reporter.readings import snapshot_id as derived_snapshot_id
 from reporter.readings import snapshot_version
 from schemas import ThreadContextSnapshot, ThresholdPolicy, WorkerReportRequest, WorkerReportResponse
+from schemas.admission import version_refusal
 from schemas.base import Id, Version
 from streams.engine.actions import actions_for_level
 from streams.engine.config import EngineConfig
 from streams.engine.levels import classify_level, report_interval_seconds
+from streams.engine.precedence import Verdict
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 SNAPSHOT_VERSION = "X-Snapshot-Version"
@@ -47,6 +49,9 @@ def snapshot_of(report: WorkerReportRequest, idempotency_key: str | None, versio
         if version is None:
             raise InvalidIdentity(("body", "captured_at"), f"outside 1970..2255: send {SNAPSHOT_VERSION}") from error
         raise InvalidIdentity(("header", SNAPSHOT_VERSION), "must be an integer in 0..2**53") from error
+    ahead = version_refusal(snapshot_version_, report.captured_at)
+    if ahead is not None:
+        raise InvalidIdentity(("header", SNAPSHOT_VERSION), ahead)
     try:
         snapshot_id = (
             derived_snapshot_id(report.thread_id, report.source_kind, snapshot_version_, report.captured_at)
@@ -59,11 +64,16 @@ def snapshot_of(report: WorkerReportRequest, idempotency_key: str | None, versio
     return ThreadContextSnapshot(**fields, snapshot_id=snapshot_id, snapshot_version=snapshot_version_)
 
 
-def report_answer(snapshot: ThreadContextSnapshot, policy: ThresholdPolicy) -> WorkerReportResponse:
-    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1."""
+def report_answer(
+    snapshot: ThreadContextSnapshot, policy: ThresholdPolicy, verdict: Verdict = Verdict.ACCEPT
+) -> WorkerReportResponse:
+    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1;
+    `accepted` is false (with the reason) when the engine will drop the snapshot by `verdict`."""
     level = classify_level(snapshot.context_budget_remaining_pct, policy)
+    accepted = verdict is Verdict.ACCEPT
     return WorkerReportResponse(
-        accepted=True,
+        accepted=accepted,
+        reason=None if accepted else verdict.value,
         thread_id=snapshot.thread_id,
         context_budget_level=level,
         next_required_report_in_seconds=report_interval_seconds(level, ENGINE_CONFIG),

@@ -1,17 +1,43 @@
-"""JSON answers from contract records, encoded by pydantic's serializer (the same bytes as on the topics)."""
+"""JSON answers from contract records, encoded by pydantic's serializer, every instant in UTC.
+
+One rule for every instant the API returns (reads, SSE, write answers): RFC 3339 in UTC with `Z`
+(`2026-03-25T07:56:00Z`), whatever offset the worker reported it with; the instant itself never changes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from fastapi import Response
 from pydantic import BaseModel
 
 from schemas.codec import encode_record
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def in_utc(record: M) -> M:
+    """The record with every instant in it (nested records and lists too) moved to UTC."""
+    return record.model_copy(update={name: _utc(value) for name, value in record})
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    if isinstance(value, BaseModel):
+        return in_utc(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_utc(item) for item in value)
+    return value
+
+
+def utc_json(record: BaseModel) -> bytes:
+    return encode_record(in_utc(record))
+
 
 def record_response(record: BaseModel, status_code: int = 200) -> Response:
-    return Response(encode_record(record), status_code=status_code, media_type="application/json")
+    return Response(utc_json(record), status_code=status_code, media_type="application/json")
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -20,6 +46,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing, malformed, forged or expired bearer token.",
         403: "The token's role may not do this.",
         404: "Unknown, or not visible to the caller (the two are not told apart).",
+        409: "The engine would drop the record (e.g. an older handoff package); `detail` says why.",
         413: "Body larger than the limit.",
         422: "Invalid path, query, header or body; `detail` lists the failing fields.",
         503: "Kafka did not acknowledge the write; retry after `Retry-After` seconds.",

@@ -1,4 +1,5 @@
-"""The API's Kafka side, started and stopped with the app: the producer, the policy book, the SSE broadcaster."""
+"""The API's Kafka side, started and stopped with the app: the producer, the policy and thread books, the SSE
+broadcaster."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from api.events import Broadcaster
 from api.policies import PolicyBook
 from api.publisher import KafkaPublisher, Publisher
 from api.settings import ApiSettings
-from api.topic_reader import open_reader, topic_partitions
+from api.thread_book import ThreadBook
+from api.topic_reader import TopicTable, open_reader, topic_partitions
 from streams.settings import Settings
 
 
@@ -20,6 +22,7 @@ class KafkaServices:
     publisher: Publisher
     policies: PolicyBook
     broadcaster: Broadcaster
+    threads: ThreadBook
 
 
 @contextlib.asynccontextmanager
@@ -33,18 +36,23 @@ async def kafka_services(settings: Settings, api: ApiSettings) -> AsyncIterator[
         await publisher.start()
         stack.push_async_callback(publisher.stop)
 
-        policies = PolicyBook()
-        topic = settings.topic("policies")
-        reader = await open_reader(bootstrap, topic, await topic_partitions(bootstrap, topic), from_start=True)
-        stack.push_async_callback(reader.stop)
-        await policies.catch_up(reader)
-        follower = asyncio.create_task(policies.follow(reader), name="policy-book")
-        stack.push_async_callback(_cancel, follower)
+        policies, threads = PolicyBook(), ThreadBook()
+        for table, topic in ((policies, "policies"), (threads, "thread-state")):
+            await _keep(stack, table, bootstrap, settings.topic(topic))
 
         broadcaster = Broadcaster(bootstrap, settings.topic("client-events"), api.sse_queue_size)
         await broadcaster.start()
         stack.push_async_callback(broadcaster.stop)
-        yield KafkaServices(publisher, policies, broadcaster)
+        yield KafkaServices(publisher, policies, broadcaster, threads)
+
+
+async def _keep(stack: contextlib.AsyncExitStack, table: TopicTable, bootstrap: str, topic: str) -> None:
+    """`table` read from the whole topic now, and followed until the stack closes."""
+    reader = await open_reader(bootstrap, topic, await topic_partitions(bootstrap, topic), from_start=True)
+    stack.push_async_callback(reader.stop)
+    await table.catch_up(reader)
+    follower = asyncio.create_task(table.follow(reader), name=f"table-{topic}")
+    stack.push_async_callback(_cancel, follower)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

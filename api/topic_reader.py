@@ -6,10 +6,13 @@ positions a client resumes from), so a consumer group would only add rebalances.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+
+log = logging.getLogger(__name__)
 
 
 async def topic_partitions(bootstrap_servers: str, topic: str) -> list[int]:
@@ -65,3 +68,29 @@ async def current_positions(consumer: AIOKafkaConsumer) -> dict[int, int]:
 async def end_offsets(consumer: AIOKafkaConsumer) -> dict[int, int]:
     ends = await consumer.end_offsets(list(consumer.assignment()))
     return {tp.partition: offset for tp, offset in ends.items()}
+
+
+class TopicTable:
+    """A table the API keeps from a whole topic (its newest record per key): read to the end, then followed."""
+
+    def apply(self, key: bytes | None, value: bytes | None) -> bool:
+        """Take one record; False when it is invalid (the engine dead-letters it) and changed nothing."""
+        raise NotImplementedError
+
+    async def catch_up(self, consumer: AIOKafkaConsumer) -> None:
+        """Read up to the topic's end as of now, so the first answers use the current table."""
+        ends = await end_offsets(consumer)
+        while any(position < ends[p] for p, position in (await current_positions(consumer)).items()):
+            await self._read(consumer, timeout_ms=500)
+
+    async def follow(self, consumer: AIOKafkaConsumer) -> None:
+        """Apply new records as they come, until cancelled."""
+        while True:
+            await self._read(consumer, timeout_ms=1_000)
+
+    async def _read(self, consumer: AIOKafkaConsumer, timeout_ms: int) -> None:
+        batches = await consumer.getmany(timeout_ms=timeout_ms)
+        for records in batches.values():
+            for record in records:
+                if not self.apply(record.key, record.value):
+                    log.debug("ignored invalid record at %s:%s:%s", record.topic, record.partition, record.offset)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from schemas import CompactionFinished, ContextManifest, ConversationItem, ThreadContextBudget
+from schemas import CompactionFinished, ContextManifest, ConversationItem, PackageStatus, ThreadContextBudget
 from schemas.base import Count, Record, ShortText
 
 MAX_RECENT_COMPACTIONS = 5
@@ -43,3 +43,7 @@ class AlertAckAccepted(Record):
 class HandoffPackageAccepted(Record):
     accepted: bool
     handoff_package_id: str
+    package_status: PackageStatus = Field(description="The status the engine keeps the package in.")
+    reason: ShortText | None = Field(
+        default=None, description="Why the engine keeps it otherwise than sent (e.g. ready demoted to draft)."
+    )

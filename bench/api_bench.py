@@ -26,6 +26,7 @@ from api.policies import PolicyBook
 from api.server import running
 from api.services import KafkaServices
 from api.settings import ApiSettings
+from api.thread_book import ThreadBook
 from api.tokens import Role, issue_token
 from bench.measure import api_process, percentile
 from schemas import ContextBudgetIndicator, ConversationItem
@@ -108,7 +109,7 @@ async def main(bootstrap: str | None, requests: int, concurrency: int) -> None:
     async def offline() -> AsyncIterator[KafkaServices]:
         from api.events import Broadcaster
 
-        yield KafkaServices(counting, PolicyBook(), Broadcaster("unused", "unused", 1))
+        yield KafkaServices(counting, PolicyBook(), Broadcaster("unused", "unused", 1), ThreadBook())
 
     app = create_app(settings, client, ApiSettings(), services=offline, secret=SECRET)
     operator = issue_token(SECRET, Role.OPERATOR, "bench", ttl=timedelta(hours=1))

@@ -19,12 +19,11 @@ from datetime import datetime
 
 from reporter.budget import CodexProfile, TokenUsage
 from schemas import ContextBudgetLevel, SourceKind, ThreadContextSnapshot
+from schemas.admission import RESEND_BITS  # re-sends one reading's version tells apart; the receivers bound it too
 from streams.engine.levels import classify_level
 
 log = logging.getLogger(__name__)
 
-RESEND_BITS = 10
-"""Re-sends of one reading the version can tell apart: 1023, over 85 minutes at the 5 s cadence of spec 5.1."""
 MAX_RESEND = (1 << RESEND_BITS) - 1
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from schemas.base import Count, Flag, Id, Percent, Record, Seconds, Timestamp, Version
+from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, Timestamp, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind
 
 
@@ -53,6 +53,11 @@ class WorkerReportResponse(Record):
     """Answer of the worker report API (spec 5.2)."""
 
     accepted: Flag
+    reason: ShortText | None = Field(
+        default=None,
+        description="Why accepted is false: not_newer (a repeat, or not newer than the thread's newest snapshot of "
+        "this source) or shadowed (a higher-precedence source of the thread is fresh). The engine drops it.",
+    )
     thread_id: Id
     context_budget_level: ContextBudgetLevel = Field(description="The engine's classification, not the reported one.")
     next_required_report_in_seconds: Seconds = Field(description="Report cadence of spec 5.1: 30 / 15 / 5 by level.")

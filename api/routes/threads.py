@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from api import reads
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reader, Reporter, not_found, path_id
+from api.deps import Context, Reader, Reporter, not_found, path_id, refuse_takeover
+from api.packages import package_outcome
 from api.read_models import thread_detail
 from api.responses import errors, record_response
-from api.tokens import Principal
+from api.tokens import Principal, Role
 from api.views import MAX_RECENT_COMPACTIONS, HandoffPackageAccepted, ThreadContextDetail
 from schemas import HandoffPackage
 from schemas.codec import encode_record
@@ -50,7 +51,7 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
     "/api/v1/threads/{thread_id}/handoff-packages",
     status_code=202,
     response_model=HandoffPackageAccepted,
-    responses=errors(401, 403, 404, 413, 422, 503),
+    responses=errors(401, 403, 409, 413, 422, 503),
     openapi_extra=json_body_openapi(HandoffPackage),
 )
 async def post_handoff_package(thread_id: ThreadId, request: Request, context: Context, caller: Reporter) -> Response:
@@ -60,10 +61,21 @@ async def post_handoff_package(thread_id: ThreadId, request: Request, context: C
         raise RequestValidationError(
             [{"loc": ["body", "from_thread_id"], "msg": "does not match the thread_id in the path", "type": "mismatch"}]
         )
-    # A package may only name a project the caller sees, and a known thread only with the thread's own project.
-    known = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
-    if not caller.sees(package.project_id) or (known is not None and known["project_id"] != package.project_id):
-        raise not_found("thread")
+    if not caller.sees(package.project_id):
+        raise HTTPException(403, "this token may not post packages for this project")
+    known = context.kafka.threads.known(thread_id)
+    refuse_takeover(known, package.project_id)
+    if known is not None and caller.role is Role.WORKER and known.worker_id != caller.subject:
+        raise HTTPException(403, "this token may not post packages for another worker's thread")
+    outcome = package_outcome(known.handoff if known else None, package)
+    if not outcome.kept:
+        raise HTTPException(409, f"the engine would drop this package: {outcome.reason}")
     topic = context.settings.topic("handoff-packages")
     await context.kafka.publisher.publish(topic, package.from_thread_id.encode(), encode_record(package))
-    return record_response(HandoffPackageAccepted(accepted=True, handoff_package_id=package.handoff_package_id), 202)
+    answer = HandoffPackageAccepted(
+        accepted=True,
+        handoff_package_id=package.handoff_package_id,
+        package_status=outcome.status,
+        reason=outcome.reason,
+    )
+    return record_response(answer, 202)

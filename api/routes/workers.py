@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reporter, path_id
+from api.deps import Context, Reporter, path_id, refuse_takeover
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
 from api.responses import errors, record_response
 from reporter.kafka_sink import snapshot_record
 from schemas import WorkerReportRequest, WorkerReportResponse
+from schemas.admission import captured_at_refusal
 
 router = APIRouter(tags=["workers"])
 
@@ -45,11 +47,19 @@ async def report_thread_context(
         )
     if not caller.sees(report.project_id):
         raise HTTPException(403, "this token may not report for this project")
+    threads = context.kafka.threads
+    refuse_takeover(threads.known(report.thread_id), report.project_id)
+    refusal = captured_at_refusal(report.captured_at, datetime.now(UTC))
+    if refusal is not None:
+        raise RequestValidationError([{"loc": ["body", "captured_at"], "msg": refusal, "type": "value_error"}])
     try:
         snapshot = snapshot_of(report, idempotency_key, snapshot_version)
     except InvalidIdentity as error:
         raise RequestValidationError([{"loc": list(error.loc), "msg": str(error), "type": "value_error"}]) from error
-    answer = report_answer(snapshot, context.kafka.policies.policy(snapshot.project_id))
+    policy = context.kafka.policies.policy(snapshot.project_id)
+    answer = report_answer(snapshot, policy, threads.verdict(snapshot))
     record = snapshot_record(snapshot, context.settings.topic_prefix)
+    # Published even when not accepted: the engine decides, and a report it would keep is never lost to our guess.
     await context.kafka.publisher.publish(record.topic, record.key, record.value)
+    threads.published(snapshot)
     return record_response(answer)

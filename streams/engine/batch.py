@@ -33,6 +33,7 @@ from streams.engine.fold import (
     apply_handoff,
     apply_snapshot,
     apply_work_fact,
+    refusal,
     tick,
 )
 from streams.engine.levels import policy_for
@@ -121,6 +122,10 @@ def process_batch(
         if thread_id not in slots:
             slots[thread_id] = load(thread_id)
         slot = slots[thread_id]
+        refused = refusal(slot, record, now)
+        if refused is not None:
+            result.emits.append(dead_letter(message, *refused, now, prefix))
+            continue
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
         step = _fold(slot, record, policy, now, config)
         _count_outcome(result, step)

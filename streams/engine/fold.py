@@ -34,6 +34,7 @@ from schemas import (
     ThresholdPolicy,
     WorkFactChanged,
 )
+from schemas.admission import captured_at_refusal, version_refusal
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
 from streams.engine import alerts, handoff
@@ -66,6 +67,31 @@ class Step:
 
 
 UNCHANGED = Step(None)
+
+
+# -- admission ------------------------------------------------------------------------------------------------------
+def refusal(slot: ThreadSlot | None, record: object, now: datetime) -> tuple[str, str] | None:
+    """(reason, detail) when the record is refused before folding (it is dead-lettered), else None.
+
+    A thread belongs to the project it was first reported under: a snapshot, package or session event naming another
+    project would move it (and its ring) into that project. A snapshot's captured_at must be near `now` and its
+    version not ahead of it (schemas.admission), else it would vanish from history or freeze the thread.
+    """
+    owner = (
+        slot.state.project_id
+        if slot and slot.state
+        else (slot.early_handoff.project_id if slot and slot.early_handoff else None)
+    )
+    named = getattr(record, "project_id", None)
+    if owner is not None and named is not None and named != owner:
+        return "project_mismatch", f"the thread belongs to project {owner!r}, the record names {named!r}"
+    if isinstance(record, ThreadContextSnapshot):
+        problem = captured_at_refusal(record.captured_at, now) or version_refusal(
+            record.snapshot_version, record.captured_at
+        )
+        if problem is not None:
+            return "implausible_time", problem
+    return None
 
 
 # -- inputs ---------------------------------------------------------------------------------------------------------

@@ -3,10 +3,12 @@ worker_estimator), where a lower source replaces a higher one only when the high
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
+from typing import Protocol
 
 from schemas import SourceKind, ThreadContextSnapshot
-from schemas.state import SourceMark, ThreadState
+from schemas.state import SourceMark
 
 SOURCE_RANK = {SourceKind.CODEX_APP_SERVER: 3, SourceKind.CODEX_SDK: 2, SourceKind.WORKER_ESTIMATOR: 1}
 
@@ -26,7 +28,18 @@ def is_newer(snapshot: ThreadContextSnapshot, mark: SourceMark | None) -> bool:
     return (snapshot.snapshot_version, snapshot.captured_at) > (mark.snapshot_version, mark.captured_at)
 
 
-def judge(snapshot: ThreadContextSnapshot, state: ThreadState | None) -> Verdict:
+class Judged(Protocol):
+    """What judging needs of a thread (a ThreadState, or the API's smaller copy of it)."""
+
+    @property
+    def sources(self) -> Sequence[SourceMark]: ...
+    @property
+    def source_kind(self) -> SourceKind: ...
+    @property
+    def stale(self) -> bool: ...
+
+
+def judge(snapshot: ThreadContextSnapshot, state: Judged | None) -> Verdict:
     if state is None:
         return Verdict.ACCEPT
     mark = next((m for m in state.sources if m.source_kind == snapshot.source_kind), None)
@@ -37,7 +50,7 @@ def judge(snapshot: ThreadContextSnapshot, state: ThreadState | None) -> Verdict
     return Verdict.ACCEPT
 
 
-def record_mark(sources: list[SourceMark], snapshot: ThreadContextSnapshot) -> list[SourceMark]:
+def record_mark(sources: Sequence[SourceMark], snapshot: ThreadContextSnapshot) -> list[SourceMark]:
     """The per-source marks with this snapshot as its source's newest."""
     mark = SourceMark(
         source_kind=snapshot.source_kind, snapshot_version=snapshot.snapshot_version, captured_at=snapshot.captured_at

@@ -12,6 +12,7 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.server import running
 from api.settings import ApiSettings
+from api.thread_book import ThreadBook
 from api.tokens import Role
 from api.topic_reader import open_reader, topic_partitions
 from schemas import (
@@ -120,8 +122,11 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def http(clickhouse: Any, tmp_path: Any, publisher: RecordingPublisher) -> Iterator[TestClient]:
-    with TestClient(make_app(tmp_path, publisher, clickhouse=clickhouse)) as client:
+def http(clickhouse: Any, tmp_path: Any, publisher: RecordingPublisher, world: World) -> Iterator[TestClient]:
+    threads = ThreadBook()  # as the API's reader of thread-state fills it
+    for state in (*world.outputs_a["thread-state"], *world.outputs_b["thread-state"]):
+        threads.apply(state.thread_id.encode(), encode_record(state))
+    with TestClient(make_app(tmp_path, publisher, clickhouse=clickhouse, threads=threads)) as client:
         yield client
 
 
@@ -244,16 +249,19 @@ def test_another_projects_alert_cannot_be_acked(http, world, publisher) -> None:
 
 
 def test_a_handoff_package_goes_to_its_thread_and_never_onto_another_projects_thread(http, world, publisher) -> None:
+    now = datetime.now(UTC).isoformat()  # newer than the thread's current package, so the engine would keep it
     own = {**HANDOFF_READY, "project_id": world.project_a, "from_thread_id": world.thread_a}
+    own |= {"handoff_package_id": f"hp-{world.tag}", "created_at": now, "ready_at": now}
     url = f"/api/v1/threads/{world.thread_a}/handoff-packages"
-    assert http.post(url, content=dumps(own), headers=user_of(world.project_a)).status_code == 202
+    worker = bearer(Role.WORKER, world.outputs_a["thread-state"][0].worker_id, world.project_a)
+    assert http.post(url, content=dumps(own), headers=worker).status_code == 202
     [(topic, key, value)] = publisher.sent
     assert (topic, key) == ("ctx.handoff-packages", world.thread_a.encode())
     assert Codec(HandoffPackage).decode(value).from_thread_id == world.thread_a
 
     hijack = {**own, "from_thread_id": world.thread_b}  # B's thread, labelled with A's project
     url = f"/api/v1/threads/{world.thread_b}/handoff-packages"
-    assert http.post(url, content=dumps(hijack), headers=user_of(world.project_a)).status_code == 404
+    assert http.post(url, content=dumps(hijack), headers=worker).status_code == 403
     assert len(publisher.sent) == 1
 
 

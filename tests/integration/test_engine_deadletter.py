@@ -9,6 +9,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,16 @@ async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Se
             s = good.pop(0)
             records.append(("snapshots", s.thread_id, s.model_dump_json().encode()))
     records += [("snapshots", s.thread_id, s.model_dump_json().encode()) for s in good]
+    # After thread-ok is known under proj-1: another project's report of it, and one dated year 9999 (issue 20).
+    takeover = snapshot(99, thread="thread-ok", project="proj-evil", version=10, seconds=9)
+    dated = snapshot(99, thread="thread-ok", version=11).model_copy(
+        update={"captured_at": datetime(9999, 1, 1, tzinfo=UTC)}
+    )
+    late = [(takeover, "project_mismatch"), (dated, "implausible_time")]
+    for record, reason in late:
+        data = record.model_dump_json().encode()
+        records.append(("snapshots", "thread-ok", data))
+        bad.append(("snapshots", "thread-ok", data, reason))
 
     worker = WorkerProcess(settings, tmp_path / "worker").start()
     try:

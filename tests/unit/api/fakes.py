@@ -16,6 +16,7 @@ from api.policies import PolicyBook
 from api.publisher import KafkaUnavailable
 from api.services import KafkaServices
 from api.settings import ApiSettings
+from api.thread_book import ThreadBook
 from api.tokens import Role, issue_token
 from streams.settings import Settings
 
@@ -47,13 +48,14 @@ def make_app(
     policies: PolicyBook | None = None,
     clickhouse: object | None = None,
     api: ApiSettings | None = None,
+    threads: ThreadBook | None = None,
 ) -> FastAPI:
     settings = Settings(data_dir=tmp_path, topic_prefix=PREFIX, kafka_bootstrap_servers="unused:9092")
     broadcaster = Broadcaster("unused:9092", f"{PREFIX}client-events", queue_size=10)
 
     @contextlib.asynccontextmanager
     async def services() -> AsyncIterator[KafkaServices]:
-        yield KafkaServices(publisher, policies or PolicyBook(), broadcaster)
+        yield KafkaServices(publisher, policies or PolicyBook(), broadcaster, threads or ThreadBook())
 
     return create_app(
         settings, clickhouse or UntouchableDatabase(), api or ApiSettings(), services=services, secret=SECRET

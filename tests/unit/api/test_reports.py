@@ -21,7 +21,7 @@ REPORT = WorkerReportRequest.model_validate_json(dumps(SPEC_REPORT_REQUEST))
 def test_the_spec_example_gets_the_spec_answer_with_the_engines_full_action_list() -> None:
     answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY).model_dump(mode="json")
     spec_actions = SPEC_REPORT_RESPONSE["master_actions"]
-    assert {**answer, "master_actions": spec_actions} == {**SPEC_REPORT_RESPONSE, "schema_version": 1}
+    assert {**answer, "master_actions": spec_actions} == {**SPEC_REPORT_RESPONSE, "schema_version": 1, "reason": None}
     assert answer["master_actions"][: len(spec_actions)] == spec_actions
 
 
