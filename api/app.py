@@ -17,6 +17,7 @@ from api.deps import ApiContext
 from api.openapi import add_body_schemas
 from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
 from api.routes import alerts, conversations, events, health, projects, threads, workers
+from api.security_headers import SecurityHeaders
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
 from streams.health import ClickHouseProbe
@@ -65,6 +66,7 @@ def create_app(
     for module in (workers, conversations, projects, threads, alerts, events, health):
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
+    app.add_middleware(SecurityHeaders)
     add_body_schemas(app)
     _serve_page(app)
     return app

@@ -15,6 +15,11 @@ from api.settings import ApiSettings
 from streams.settings import Settings
 
 SHUTDOWN_GRACE_SECONDS = 5
+MAX_CONNECTIONS = 1_000
+"""Open connections (SSE streams included) before uvicorn answers 503: a flood of slow clients cannot exhaust the
+process's file descriptors."""
+KEEP_ALIVE_SECONDS = 5
+"""An idle keep-alive connection is closed after this."""
 """How long a shutdown waits for requests in progress (open SSE streams are ended first)."""
 
 
@@ -37,6 +42,8 @@ async def running(app: FastAPI, host: str, port: int) -> AsyncIterator[str]:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve(), name="api-server")
