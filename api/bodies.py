@@ -6,25 +6,43 @@ validating the bytes in JSON mode is what the Kafka codec does too, so the API a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any, TypeVar
 
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
+
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, or 413 as soon as it (or its declared length) exceeds `limit` bytes; chunked bodies are counted."""
+BODY_TIMEOUT_SECONDS = 15.0
+"""How long a whole body may take to arrive (ApiSettings.body_timeout_seconds): a slow body holds a connection."""
+
+
+async def read_body(request: Request, limit: int, within_seconds: float = BODY_TIMEOUT_SECONDS) -> bytes:
+    """The body, or 413 as soon as it (or its declared length) exceeds `limit` bytes (chunked bodies are counted),
+    408 when it has not all arrived within `within_seconds`. A body the client aborts is one log line, not a
+    traceback: nobody is left to answer."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_large(limit)
+    try:
+        async with asyncio.timeout(within_seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise too_large(limit)
+    except TimeoutError as error:
+        raise HTTPException(408, f"body not received within {within_seconds:g} s", {"Connection": "close"}) from error
+    except ClientDisconnect as error:
+        log.info("client aborted its request body: %s %s after %d bytes", request.method, request.url.path, len(body))
+        raise HTTPException(400, "request body aborted") from error
     return bytes(body)
 
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 import uvicorn
 from clickhouse_connect.driver.client import Client
 from fastapi import FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from api.app import create_app
 from api.settings import ApiSettings
@@ -20,6 +21,48 @@ MAX_CONNECTIONS = 1_000
 process's file descriptors."""
 KEEP_ALIVE_SECONDS = 5
 """An idle keep-alive connection is closed after this."""
+HEADER_TIMEOUT_SECONDS = 10.0
+"""A request's headers must all arrive within this of the connection (or of the previous answer): uvicorn has no such
+limit, so a client trickling header bytes would hold its connection for ever."""
+
+
+class _HeaderDeadline(HttpToolsProtocol):
+    """uvicorn's httptools protocol, closing a connection whose request headers do not arrive in time."""
+
+    header_timeout = HEADER_TIMEOUT_SECONDS
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
 """How long a shutdown waits for requests in progress (open SSE streams are ended first)."""
 
 
@@ -32,8 +75,11 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def running(app: FastAPI, host: str, port: int) -> AsyncIterator[str]:
+async def running(
+    app: FastAPI, host: str, port: int, header_timeout: float = HEADER_TIMEOUT_SECONDS
+) -> AsyncIterator[str]:
     """The app served until the block ends; yields its base URL (port 0 picks a free port)."""
+    protocol = type("HeaderDeadline", (_HeaderDeadline,), {"header_timeout": header_timeout})
     config = uvicorn.Config(
         app,
         host=host,
@@ -42,6 +88,7 @@ async def running(app: FastAPI, host: str, port: int) -> AsyncIterator[str]:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        http=protocol,
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )

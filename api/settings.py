@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.bodies import BODY_TIMEOUT_SECONDS
 from api.tokens import load_or_create_secret
 from streams.settings import Settings
 
@@ -25,6 +26,9 @@ class ApiSettings(BaseSettings):
     max_report_bytes: int = Field(default=16_384, gt=0, description="Largest 5.2 report body; larger answers 413.")
     max_package_bytes: int = Field(
         default=1_048_576, gt=0, description="Largest handoff package body (Kafka's default message limit)."
+    )
+    body_timeout_seconds: float = Field(
+        default=BODY_TIMEOUT_SECONDS, gt=0, description="How long a request body may take to arrive; slower is 408."
     )
     kafka_timeout_seconds: float = Field(
         default=10.0, gt=0, description="How long a write waits for Kafka's acknowledgement before answering 503."

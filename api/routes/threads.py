@@ -56,7 +56,9 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
 )
 async def post_handoff_package(thread_id: ThreadId, request: Request, context: Context, caller: Reporter) -> Response:
     """A new version of the thread's package, on `handoff-packages` once Kafka has it; the engine runs its lifecycle."""
-    package = decode_body(HandoffPackage, await read_body(request, context.api.max_package_bytes))
+    package = decode_body(
+        HandoffPackage, await read_body(request, context.api.max_package_bytes, context.api.body_timeout_seconds)
+    )
     if package.from_thread_id != thread_id:
         raise RequestValidationError(
             [{"loc": ["body", "from_thread_id"], "msg": "does not match the thread_id in the path", "type": "mismatch"}]

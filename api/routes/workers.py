@@ -40,7 +40,9 @@ async def report_thread_context(
     """Accepted only once the snapshot is on `snapshots`; the answer classifies it with the engine's function."""
     if not caller.may_report_as(worker_id):
         raise HTTPException(403, "this token may not report for this worker")
-    report = decode_body(WorkerReportRequest, await read_body(request, context.api.max_report_bytes))
+    report = decode_body(
+        WorkerReportRequest, await read_body(request, context.api.max_report_bytes, context.api.body_timeout_seconds)
+    )
     if report.worker_id != worker_id:
         raise RequestValidationError(
             [{"loc": ["body", "worker_id"], "msg": "does not match the worker_id in the path", "type": "mismatch"}]
