@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -320,6 +321,57 @@ async def test_a_report_lands_on_snapshots_and_the_answer_is_the_engines_level(l
     assert [(s.snapshot_id, s.context_budget_remaining_pct) for s in snapshots] == [
         (f"snap-{v}", pct) for v, pct in enumerate(percents, start=1)
     ]
+
+
+@pytest.mark.kafka
+async def test_a_thread_known_on_thread_state_cannot_be_reported_into_another_project(
+    settings: Settings, clickhouse: Any
+) -> None:
+    """Issue 20.1 against the real topics: the API reads thread-state at start, so B's thread refuses A's report."""
+    migrate(clickhouse)
+    await ensure_topics(settings)
+    tag = uuid.uuid4().hex[:8]
+    thread, owner, attacker = f"thread-{tag}", f"proj-b-{tag}", f"proj-a-{tag}"
+    [state] = engine_outputs(thread, owner)["thread-state"][:1]
+    await produce(settings, "thread-state", [(thread.encode(), state)])
+    app = create_app(settings, clickhouse, ApiSettings(), secret=SECRET)
+    body = dumps({**SPEC_REPORT_REQUEST, "thread_id": thread, "project_id": attacker, "worker_id": state.worker_id})
+    url = f"/api/v1/workers/{state.worker_id}/thread-context"
+    async with running(app, "127.0.0.1", 0) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        answer = await client.post(url, content=body, headers=bearer(Role.WORKER, state.worker_id, attacker))
+    assert answer.status_code == 403, answer.text
+    assert "another project" in answer.json()["detail"]
+
+
+def test_every_instant_a_read_returns_is_utc_with_z(http, world) -> None:
+    """Issue 19.13: one rule for every instant, whichever table or JSON column it comes from."""
+    operator = bearer(Role.OPERATOR, "ops")
+    urls = [
+        "/api/v1/conversations",
+        f"/api/v1/projects/{world.project_a}",
+        f"/api/v1/threads/{world.thread_a}/context-budget",
+    ]
+    instants = []
+    for url in urls:
+        answer = http.get(url, headers=operator)
+        assert answer.status_code == 200, url
+        instants += [(url, text) for text in _strings(answer.json()) if INSTANT.match(text)]
+    assert {url for url, _ in instants} == set(urls)  # each endpoint returned some
+    assert [(url, text) for url, text in instants if not text.endswith("Z")] == []
+
+
+INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, str]]:
