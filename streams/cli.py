@@ -210,7 +210,12 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
 
     from streams.simulator import SimulationConfig, generate, produce
 
-    config = SimulationConfig(start=datetime.now(UTC), threads=50, projects=3, turns_per_thread=200)
+    threads = 50
+    # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds:
+    # stamped that far apart, the records never run ahead of the clock (the engine refuses a future captured_at).
+    config = SimulationConfig(
+        start=datetime.now(UTC), threads=threads, projects=3, turns_per_thread=200, turn_seconds=threads / rate
+    )
     typer.echo(f"simulating {config.threads} threads in {config.projects} projects at {rate:g} records/s")
 
     @pipeline.task
