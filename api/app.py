@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from api.deps import ApiContext
 from api.openapi import add_body_schemas
 from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
-from api.routes import alerts, conversations, events, health, projects, threads, workers
+from api.routes import alerts, conversations, events, health, projects, sql, threads, workers
 from api.security_headers import SecurityHeaders
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
@@ -63,7 +63,7 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.clickhouse_probe = probe or ClickHouseProbe.of(clickhouse)
-    for module in (workers, conversations, projects, threads, alerts, events, health):
+    for module in (workers, conversations, projects, threads, alerts, events, sql, health):
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
     app.add_middleware(SecurityHeaders)

@@ -43,6 +43,7 @@ def record_response(record: BaseModel, status_code: int = 200) -> Response:
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error answers a route may give (all `{"detail": ...}`)."""
     described = {
+        400: "Refused by ClickHouse or by the endpoint; `detail` is the message.",
         401: "Missing, malformed, forged or expired bearer token.",
         403: "The token's role may not do this.",
         404: "Unknown, or not visible to the caller (the two are not told apart).",

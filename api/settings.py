@@ -37,6 +37,13 @@ class ApiSettings(BaseSettings):
     sse_queue_size: int = Field(
         default=1_000, gt=0, description="Events buffered per SSE client; a client this far behind is dropped."
     )
+    sql_max_result_rows: int = Field(
+        default=100_000, gt=0, description="`POST /api/v1/sql`: a result with more rows is refused (400)."
+    )
+    sql_max_execution_seconds: float = Field(
+        default=30.0, gt=0, description="`POST /api/v1/sql`: a query running longer is stopped (400)."
+    )
+    sql_max_query_bytes: int = Field(default=65_536, gt=0, description="Largest SQL query body; larger answers 413.")
 
 
 def token_secret(settings: Settings, api: ApiSettings) -> bytes:

@@ -34,6 +34,13 @@ ENDPOINTS = [
     ("GET", "/api/v1/threads/thread-abc/context-budget", None, READER, 404),
     ("POST", "/api/v1/alerts/alert-1/ack", None, READER, 404),
     ("GET", "/api/v1/events", None, READER, None),  # an allowed caller gets a stream that never ends: not called
+    (
+        "POST",
+        "/api/v1/sql",
+        b"SELECT 1",
+        {Role.OPERATOR},
+        None,
+    ),  # runs on real ClickHouse: tests/integration/test_sql.py
 ]
 CASES = [
     pytest.param(method, url, body, role, role in allowed, answer, id=f"{method} {url} as {role.value}")

@@ -21,6 +21,7 @@ READS = [
     ("GET", "/api/v1/events"),
     ("POST", "/api/v1/alerts/alert-1/ack"),
     ("POST", "/api/v1/threads/thread-abc/handoff-packages"),
+    ("POST", "/api/v1/sql"),
 ]
 
 
@@ -95,6 +96,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/threads/{thread_id}/handoff-packages",
         "/api/v1/alerts/{alert_id}/ack",
         "/api/v1/events",
+        "/api/v1/sql",
     }
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")

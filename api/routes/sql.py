@@ -1,0 +1,50 @@
+"""`POST /api/v1/sql`: one read-only query for analysts, run by the process that owns the database (api/sql.py).
+
+Operator only: a query reads every project's rows, so no project-scoped token may call it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from api.bodies import read_body
+from api.deps import Context, Operator
+from api.responses import errors
+from api.sql import SqlFormat, SqlLimits, SqlRefused, run_readonly
+
+router = APIRouter(tags=["analytics"])
+
+
+@router.post(
+    "/api/v1/sql",
+    response_class=Response,
+    responses={
+        200: {"description": "The rows as ClickHouse formats them.", "content": {"text/plain": {}}},
+        **errors(400, 401, 403, 408, 413),
+    },
+    openapi_extra={"requestBody": {"required": True, "content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def run_sql(
+    request: Request,
+    context: Context,
+    caller: Operator,
+    format: Annotated[
+        SqlFormat, Query(description="json: JSONEachRow; csv: CSVWithNames; tsv: TabSeparatedWithNames.")
+    ] = SqlFormat.JSON,
+) -> Response:
+    """The body is one SQL statement (UTF-8), run with ClickHouse's `readonly=1` and the configured row and time
+    limits; a write, DDL, SET or a second statement answers 400 with ClickHouse's message."""
+    body = await read_body(request, context.api.sql_max_query_bytes, context.api.body_timeout_seconds)
+    try:
+        query = body.decode()
+    except UnicodeDecodeError as error:
+        raise HTTPException(400, "the query is not UTF-8") from error
+    limits = SqlLimits(context.api.sql_max_result_rows, context.api.sql_max_execution_seconds)
+    try:
+        result = await run_in_threadpool(run_readonly, context.settings.clickhouse_url, query, format, limits)
+    except SqlRefused as error:
+        raise HTTPException(400, str(error)) from error
+    return Response(result, media_type=format.media_type)

@@ -1,0 +1,224 @@
+"""`POST /api/v1/sql` and `ctxbudget sql` on real ClickHouse (embedded chdb by default), through the HTTP app.
+
+The app gets the session's ClickHouse client as the sinks' client; each query runs on a read-only client of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.events import Broadcaster
+from api.policies import PolicyBook
+from api.server import running
+from api.services import KafkaServices
+from api.settings import ApiSettings, token_secret
+from api.tokens import Role
+from sinks.migrations import migrate
+from streams.settings import Settings
+from tests.unit.api.fakes import RecordingPublisher, bearer
+
+pytestmark = pytest.mark.clickhouse
+
+ROWS = 5
+LIMITS = ApiSettings(sql_max_result_rows=20, sql_max_execution_seconds=1.0)
+
+
+def sql_app(clickhouse: Any, clickhouse_dsn: str, data_dir: Path) -> tuple[FastAPI, bytes]:
+    settings = Settings(
+        clickhouse_dsn=clickhouse_dsn, data_dir=data_dir, topic_prefix="t.", kafka_bootstrap_servers="unused:9092"
+    )
+    secret = token_secret(settings, LIMITS)
+
+    @contextlib.asynccontextmanager
+    async def services() -> AsyncIterator[KafkaServices]:
+        yield KafkaServices(RecordingPublisher(), PolicyBook(), Broadcaster("unused:9092", "t.client-events", 10))
+
+    return create_app(settings, clickhouse, LIMITS, services=services, secret=secret), secret
+
+
+@pytest.fixture
+def table(clickhouse: Any) -> Iterator[str]:
+    """A table of the sinks' database with ROWS rows, written through the sinks' client."""
+    name = f"sql_probe_{uuid.uuid4().hex[:8]}"
+    clickhouse.command(f"CREATE TABLE {name} (n UInt32, label String) ENGINE = MergeTree ORDER BY n")
+    clickhouse.command(f"INSERT INTO {name} SELECT number, concat('row-', toString(number)) FROM numbers({ROWS})")
+    yield name
+    clickhouse.command(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.fixture
+def served(clickhouse: Any, clickhouse_dsn: str, tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    app, secret = sql_app(clickhouse, clickhouse_dsn, tmp_path)
+    with TestClient(app) as client:
+        yield client, bearer(Role.OPERATOR, "analyst", secret=secret)
+
+
+def post(client: TestClient, headers: dict[str, str], query: str, fmt: str = "json") -> httpx.Response:
+    return client.post(f"/api/v1/sql?format={fmt}", content=query, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "media_type", "expected"),
+    [
+        ("json", "application/x-ndjson", b'{"n":0,"label":"row-0"}\n{"n":1,"label":"row-1"}\n'),
+        ("csv", "text/csv", b'"n","label"\n0,"row-0"\n1,"row-1"\n'),
+        ("tsv", "text/tab-separated-values", b"n\tlabel\n0\trow-0\n1\trow-1\n"),
+    ],
+)
+def test_each_format_is_clickhouses_own(served, table, fmt: str, media_type: str, expected: bytes) -> None:
+    client, operator = served
+    answer = post(client, operator, f"SELECT n, label FROM {table} WHERE n < 2 ORDER BY n", fmt)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith(media_type)
+    assert answer.content == expected
+
+
+def test_a_trailing_semicolon_and_comments_are_one_statement(served, table) -> None:
+    client, operator = served
+    answer = post(client, operator, f"-- how many\nSELECT count() AS c FROM {table} /* all */ ;\n")
+    assert answer.status_code == 200, answer.text
+    assert orjson.loads(answer.content) == {"c": ROWS}
+
+
+REFUSED = {
+    "insert": ("INSERT INTO {t} VALUES (99, 'x')", "Cannot execute query in readonly mode"),
+    "insert-select": ("INSERT INTO {t} SELECT number, 'x' FROM numbers(3)", "Cannot execute query in readonly mode"),
+    "create": ("CREATE TABLE {t}_copy (n UInt8) ENGINE = Memory", "Cannot execute query in readonly mode"),
+    "drop": ("DROP TABLE {t}", "Cannot execute query in readonly mode"),
+    "truncate": ("TRUNCATE TABLE {t}", "Cannot execute query in readonly mode"),
+    "alter": ("ALTER TABLE {t} DELETE WHERE 1", "Cannot execute query in readonly mode"),
+    "set": ("SET readonly = 0", "Cannot modify 'readonly' setting in readonly mode"),
+    "second-statement": ("SELECT 1; DROP TABLE {t}", "Multi-statements are not allowed"),
+    "two-selects": ("SELECT 1; SELECT 2", "Multi-statements are not allowed"),
+    "settings-readonly": ("SELECT count() FROM {t} SETTINGS readonly = 0", "Cannot modify 'readonly' setting"),
+    "settings-row-limit": ("SELECT * FROM {t} SETTINGS max_result_rows = 0", "Cannot modify 'max_result_rows'"),
+    "kill": ("KILL QUERY WHERE 1", "KILL is refused"),
+    "into-outfile": ("SELECT 1 INTO OUTFILE '{out}'", "INTO OUTFILE is refused"),
+    "file-function": ("SELECT * FROM file('/etc/hostname', 'LineAsString')", "Cannot execute query in readonly"),
+    "empty": ("  ", "Empty query"),
+}
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+def test_writes_ddl_settings_and_a_second_statement_are_refused_with_clickhouses_message(
+    served, table, clickhouse, tmp_path, kind: str
+) -> None:
+    client, operator = served
+    query, message = REFUSED[kind]
+    out = tmp_path / "out.tsv"
+    answer = post(client, operator, query.format(t=table, out=out))
+    assert answer.status_code == 400, answer.text
+    assert message in answer.json()["detail"]
+    assert not out.exists()
+    # Nothing changed, and the sinks' own session is as writable as before.
+    assert clickhouse.query(f"SELECT count() FROM {table}").result_rows == [(ROWS,)]
+    assert clickhouse.query("SELECT value FROM system.settings WHERE name = 'readonly'").result_rows == [("0",)]
+    clickhouse.command(f"INSERT INTO {table} VALUES (100, 'sink')")
+    assert clickhouse.query(f"SELECT count() FROM {table}").result_rows == [(ROWS + 1,)]
+
+
+def test_a_result_over_the_row_limit_is_refused(served) -> None:
+    client, operator = served
+    assert post(client, operator, f"SELECT number FROM numbers({LIMITS.sql_max_result_rows})").status_code == 200
+    answer = post(client, operator, f"SELECT number FROM numbers({LIMITS.sql_max_result_rows + 1})")
+    assert answer.status_code == 400
+    assert "Limit for result exceeded" in answer.json()["detail"]
+
+
+def test_a_query_over_the_time_limit_is_stopped(served) -> None:
+    client, operator = served
+    started = time.monotonic()
+    answer = post(client, operator, "SELECT sleep(3)")
+    assert answer.status_code == 400
+    assert "Timeout exceeded" in answer.json()["detail"]
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize(
+    ("role", "projects", "status"), [(Role.WORKER, ("p",), 403), (Role.USER, ("p",), 403), (Role.OPERATOR, (), 200)]
+)
+def test_only_an_operator_may_run_sql(served, clickhouse, clickhouse_dsn, tmp_path, role, projects, status) -> None:
+    client, _ = served
+    secret = token_secret(Settings(data_dir=tmp_path), LIMITS)
+    answer = post(client, bearer(role, "someone", *projects, secret=secret), "SELECT 1 AS one")
+    assert answer.status_code == status, answer.text
+    assert post(client, {}, "SELECT 1").status_code == 401
+
+
+ANALYTICS_VIEWS = (
+    "analytics_level_time",
+    "analytics_compactions_daily",
+    "analytics_urgent_to_handoff_ready",
+    "analytics_alert_response",
+    "analytics_projection_daily",
+    "analytics_forecast_comparison",
+)
+
+
+@pytest.mark.parametrize("view", ANALYTICS_VIEWS)
+def test_every_analytics_view_answers(served, clickhouse, view: str) -> None:
+    migrate(clickhouse)
+    client, operator = served
+    answer = post(client, operator, f"SELECT count() AS rows FROM {view}")
+    assert answer.status_code == 200, answer.text
+    assert set(orjson.loads(answer.content)) == {"rows"}
+
+
+async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "streams", "sql", *args, env=env, stdout=-1, stderr=-1
+    )
+    out, err = await process.communicate()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_the_command_line_queries_the_served_api_without_blocking_it(
+    clickhouse, clickhouse_dsn, tmp_path, table
+) -> None:
+    app, _ = sql_app(clickhouse, clickhouse_dsn, tmp_path)
+    async with running(app, "127.0.0.1", 0) as url:
+        env = {**os.environ, "CTXBUDGET_DATA_DIR": str(tmp_path)}  # the token is minted from this data dir's secret
+        env.pop("CTXBUDGET_API_TOKEN", None)
+        code, out, err = await cli(env, f"SELECT n, label FROM {table} ORDER BY n LIMIT 2", "--api-url", url)
+        assert (code, out, err) == (0, "n\tlabel\n0\trow-0\n1\trow-1\n", "")
+
+        code, out, err = await cli(env, f"DROP TABLE {table}", "--api-url", url, "--format", "csv")
+        assert code == 1
+        assert out == ""
+        assert "400" in err
+        assert "Cannot execute query in readonly mode" in err
+
+        code, _, err = await cli({**env, "CTXBUDGET_API_TOKEN": "x.y.z"}, "SELECT 1", "--api-url", url)
+        assert code == 1
+        assert "401" in err
+
+        # A slow query runs in a thread: the API and the sinks' client go on meanwhile.
+        async with httpx.AsyncClient(base_url=url) as client:
+            secret = token_secret(Settings(data_dir=tmp_path), LIMITS)
+            slow = asyncio.create_task(
+                client.post(
+                    "/api/v1/sql", content="SELECT sleep(0.8)", headers=bearer(Role.OPERATOR, "a", secret=secret)
+                )
+            )
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            assert (await client.get("/healthz")).status_code == 200
+            await asyncio.to_thread(clickhouse.command, f"INSERT INTO {table} VALUES (7, 'during')")
+            assert time.monotonic() - started < 0.5
+            assert not slow.done()
+            assert (await slow).status_code == 200
