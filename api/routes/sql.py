@@ -23,7 +23,7 @@ router = APIRouter(tags=["analytics"])
     response_class=Response,
     responses={
         200: {"description": "The rows as ClickHouse formats them.", "content": {"text/plain": {}}},
-        **errors(400, 401, 403, 408, 413),
+        **errors(400, 401, 403, 413),
     },
     openapi_extra={"requestBody": {"required": True, "content": {"text/plain": {"schema": {"type": "string"}}}}},
 )

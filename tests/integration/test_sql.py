@@ -27,6 +27,7 @@ from api.policies import PolicyBook
 from api.server import running
 from api.services import KafkaServices
 from api.settings import ApiSettings, token_secret
+from api.thread_book import ThreadBook
 from api.tokens import Role
 from sinks.migrations import migrate
 from streams.settings import Settings
@@ -46,7 +47,8 @@ def sql_app(clickhouse: Any, clickhouse_dsn: str, data_dir: Path) -> tuple[FastA
 
     @contextlib.asynccontextmanager
     async def services() -> AsyncIterator[KafkaServices]:
-        yield KafkaServices(RecordingPublisher(), PolicyBook(), Broadcaster("unused:9092", "t.client-events", 10))
+        broadcaster = Broadcaster("unused:9092", "t.client-events", 10)
+        yield KafkaServices(RecordingPublisher(), PolicyBook(), broadcaster, ThreadBook())
 
     return create_app(settings, clickhouse, LIMITS, services=services, secret=secret), secret
 
