@@ -189,12 +189,12 @@ def _print_progress_in(pipeline: faust.App, settings: Settings) -> None:
 
 def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> None:
     """The API as a task of the worker: same event loop, same ClickHouse client; stopped with the worker."""
-    from api.cli import operator_token
+    from api.cli import operator_token_line
     from api.server import serve
     from api.settings import ApiSettings
 
     api_settings = ApiSettings()
-    typer.echo(f"operator token: {operator_token(settings, api_settings)}")
+    typer.echo(operator_token_line(settings, api_settings))
 
     def announce(url: str) -> None:  # once bound: with port 0 the port is known only then
         _to_terminal(f"web page and API: {url}/ (OpenAPI at /docs)")
@@ -261,7 +261,10 @@ def simulate(
 def api(
     host: Annotated[str | None, typer.Option(help="Listen address (default CTXBUDGET_API_HOST or 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port (default CTXBUDGET_API_PORT or 8080).")] = None,
-    print_operator_token: Annotated[bool, typer.Option(help="Print a locally signed operator token first.")] = False,
+    operator_token: Annotated[
+        bool,
+        typer.Option(help="Write a locally signed operator token to <data dir>/operator-token (0600), print its path."),
+    ] = False,
 ) -> None:
     """Serve the HTTP API (spec 5.2, 6) over Kafka and ClickHouse until interrupted.
 
@@ -272,7 +275,7 @@ def api(
 
     settings = _with_broker(Settings())
     overrides = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
-    run_api(settings, ApiSettings(**overrides), print_operator_token)
+    run_api(settings, ApiSettings(**overrides), operator_token)
 
 
 @topics_app.command("create")
