@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -16,6 +17,9 @@ from streams.local_kafka import free_port
 from tests.integration.pipeline import get_when_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+
+JWT = re.compile(r"eyJ[\w-]+\.[\w-]+\.[\w-]+")
+WARNING_OR_WORSE = re.compile(r'"level": "(WARN|WARNING|ERROR|CRITICAL)"|\b(WARN|WARNING|ERROR|CRITICAL)\b')
 
 
 def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_path: Path) -> None:
@@ -42,7 +46,13 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
         assert re.search(
             rf"clickhouse: chdb://{tmp_path.resolve()}/clickhouse \([1-9][0-9]* migrations applied\)", output
         )
-        assert "operator token: " in output, output
+        # The token is in a file of the operator's only, not in the output a log would capture.
+        assert JWT.search(output) is None, output
+        token_file = re.search(r"^operator token: (\S+) ", output, re.MULTILINE)
+        assert token_file, output
+        assert Path(token_file[1]) == tmp_path.resolve() / "operator-token"
+        assert stat.S_IMODE(Path(token_file[1]).stat().st_mode) == 0o600
+        assert JWT.fullmatch(Path(token_file[1]).read_text().strip())
         address = re.search(r"web page and API: (http://127\.0\.0\.1:[1-9][0-9]*/) ", output)
         assert address, output
         page = get_when_up(address[1], within=60)
@@ -57,6 +67,8 @@ def test_run_on_embedded_defaults_starts_everything_and_stops_its_broker(tmp_pat
             process.kill()
             rest, _ = process.communicate()
     assert process.returncode == 0, output + rest
+    # A healthy start and stop (a fresh broker, whose group coordinator comes up after the worker) warns of nothing.
+    assert [line for line in (output + rest).splitlines() if WARNING_OR_WORSE.search(line)] == [], output + rest
     # The broker `run` started is gone, and the database it migrated is there for the next run.
     status = subprocess.run(
         [sys.executable, "-m", "streams", "kafka", "status"], env=env, capture_output=True, text=True, check=False
