@@ -26,9 +26,14 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVEL_ALIASES = {"WARN": "WARNING"}
 REMIND_SECONDS = 30.0
 KAFKA_CLIENT_LOGGERS = ("aiokafka",)
-COORDINATOR_LOADING = ("GroupCoordinatorNotAvailable", "CoordinatorLoadInProgress", "NotCoordinatorForGroup")
-"""What aiokafka logs while a broker that answers has not loaded its group coordinator yet (a fresh broker does so
-after it answers; a coordinator that never comes is the rebalance watch's to report)."""
+COORDINATOR_LOADING = (
+    "GroupCoordinatorNotAvailable",
+    "CoordinatorLoadInProgress",
+    "NotCoordinatorForGroup",
+    "Marking the coordinator dead",
+)
+"""What aiokafka logs while a broker that answers has not loaded (or has just moved) its group coordinator: a fresh
+broker does so after it answers. Below warning; a coordinator that never comes is the rebalance watch's to report."""
 log = logging.getLogger(__name__)
 
 

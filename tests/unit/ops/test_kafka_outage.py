@@ -82,6 +82,8 @@ def test_a_coordinator_not_yet_available_while_the_broker_answers_is_below_warni
                      name="aiokafka.consumer.group_coordinator")  # fmt: skip
     outage.filter(record)
     assert (record.levelno, record.levelname) == (logging.INFO, "INFO")
+    dead = _record("Marking the coordinator dead (node 1)for group ctxbudget.", level=logging.WARNING)
+    assert not _passed(outage, dead)
     assert _passed(outage, _record('Unable connect to "127.0.0.1:9092"'))  # a real outage still shows
 
 
