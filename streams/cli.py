@@ -208,7 +208,7 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
     """Live simulated traffic from inside the worker, so a newcomer sees the fleet move."""
     from datetime import UTC, datetime
 
-    from streams.simulator import SimulationConfig, generate, produce
+    from streams.simulator import SimulationConfig, live_traffic, produce
 
     threads = 50
     # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds:
@@ -220,7 +220,7 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
 
     @pipeline.task
     async def simulate_fleet() -> None:
-        await produce(generate(config), str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate)
+        await produce(live_traffic(config), str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate)
 
 
 @app.command()
@@ -234,11 +234,12 @@ def simulate(
     late_rate: float = 0.02,
     invalid_rate: float = 0.01,
 ) -> None:
-    """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka."""
+    """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka, with
+    the conversations that show it; every time is the wall clock's at sending."""
     import asyncio
     from datetime import UTC, datetime
 
-    from streams.simulator import SimulationConfig, generate, produce
+    from streams.simulator import SimulationConfig, live_traffic, produce
     from streams.topics import ensure_topics
 
     settings = _with_broker(Settings())
@@ -253,7 +254,7 @@ def simulate(
         invalid_rate=invalid_rate,
     )
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(produce(generate(config), settings.kafka_bootstrap_servers, settings.topic_prefix, rate))
+    sent = asyncio.run(produce(live_traffic(config), settings.kafka_bootstrap_servers, settings.topic_prefix, rate))
     typer.echo(f"sent {sent} records to {settings.kafka_bootstrap_servers}")
 
 

@@ -176,7 +176,7 @@ class WorkerProcess:
         return "\n".join([f"worker {self.log.parent.name} (pid {self.process.pid}) {state}", *shown])
 
     async def printed(self, label: str, within: float = 120) -> str:
-        """What the worker printed after `label` on a line of its own (`web page and API: `, `operator token: ` and the token file's path)."""
+        """What the worker printed after `label` on a line of its own (`web page and API: `, `operator token: `)."""
         line = await self._first_line(lambda line: line.startswith(label), label, within)
         return line.removeprefix(label).strip()
 
