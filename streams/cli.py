@@ -122,15 +122,18 @@ def run(
 
 
 def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None) -> None:
+    import asyncio
+
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
     from streams.app import Worker
     from streams.logs import logging_config
-    from streams.topics import ensure_topics_sync
+    from streams.topic_admin import create, declared_topics, topology_tables
     from streams.topology import build
 
-    created = ensure_topics_sync(settings)
+    # The tables' changelogs too: left to Faust, they appear while its first rebalance runs, which logs them missing.
+    created = asyncio.run(create(settings, declared_topics(settings, topology_tables(settings))))
     # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write and the
     # API reads through it. A worker with neither opens none, so it can run beside the one that owns chdb.
     client = connect(settings.clickhouse_url) if serve_api or "sinks" in settings.roles else None

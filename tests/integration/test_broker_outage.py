@@ -81,6 +81,7 @@ def test_readiness_follows_the_broker_and_the_log_stays_short(broker: LocalKafka
 
         during = worker.output().splitlines()[before:]
         loud = [line for line in during if LOUD.search(line)]
+        print(f"{len(during)} lines during a {OUTAGE_SECONDS} s outage, warnings and errors:", *loud, sep="\n")
         assert any("Kafka reachable again" in line for line in loud), "\n".join(during[-40:])
         # one line as the broker left, a reminder per 30 s, one as it came back (and slack for Faust's own lines)
         assert len(loud) <= 8, "\n".join(loud[:40])
