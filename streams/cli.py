@@ -214,8 +214,8 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
     from streams.simulator import SimulationConfig, live_traffic, produce
 
     threads = 50
-    # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds:
-    # stamped that far apart, the records never run ahead of the clock (the engine refuses a future captured_at).
+    # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds: the
+    # pace the fleet's forecasts assume. The times themselves are the clock's (`live_traffic`), never ahead of it.
     config = SimulationConfig(
         start=datetime.now(UTC), threads=threads, projects=3, turns_per_thread=200, turn_seconds=threads / rate
     )
