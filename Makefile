@@ -1,10 +1,12 @@
 # The two commands of the README. Each sets up what it needs on first use: the venv and packages (again whenever
 # pyproject.toml changes) and, for the broker, the Kafka jars from Maven Central (cached in ~/.cache/ctxbudget).
+# `make test` also installs the system packages the tests need where missing (deploy/local/setup.sh: JVM, Maven,
+# Chromium and a CJK font for the browser tests).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint schemas
+.PHONY: run test lint schemas system
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -18,11 +20,14 @@ run: $(BIN)/.installed
 	$(BIN)/ctxbudget run
 
 ## test: lint, then every test against the real local Apache Kafka and embedded ClickHouse
-test: $(BIN)/.installed
+test: system $(BIN)/.installed
 	$(BIN)/ctxbudget kafka fetch
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+system:
+	@deploy/local/setup.sh
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -20,7 +21,7 @@ from api.routes import alerts, conversations, events, health, projects, sql, thr
 from api.security_headers import SecurityHeaders
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
-from streams.health import ClickHouseProbe
+from streams.health import ClickHouseProbe, KafkaProbe
 from streams.settings import Settings
 
 ServicesFactory = Callable[[], AbstractAsyncContextManager[KafkaServices]]
@@ -41,7 +42,8 @@ def create_app(
     """The app over `clickhouse` (the caller owns the client: chdb allows one per data path and process).
 
     `services` starts the Kafka side with the app (default: the real producer and readers from `settings`);
-    `probe` answers whether ClickHouse is reachable for `/readyz` (default: a ping through `clickhouse`).
+    `probe` answers whether ClickHouse is reachable for `/readyz` (default: a ping through `clickhouse`); Kafka's
+    probe also runs every second while the app does, for the log's outage lines.
     """
     api = api or ApiSettings()
     secret = secret or token_secret(settings, api)
@@ -49,9 +51,13 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with start_services() as kafka:
-            app.state.context = ApiContext(settings, api, secret, clickhouse, kafka)
-            yield
+        watch = asyncio.create_task(app.state.kafka_probe.watch(), name="kafka-probe")
+        try:
+            async with start_services() as kafka:
+                app.state.context = ApiContext(settings, api, secret, clickhouse, kafka)
+                yield
+        finally:
+            watch.cancel()
 
     app = FastAPI(
         title="ctxbudget API",
@@ -63,6 +69,7 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.clickhouse_probe = probe or ClickHouseProbe.of(clickhouse)
+    app.state.kafka_probe = KafkaProbe(settings.kafka_bootstrap_servers or "")
     for module in (workers, conversations, projects, threads, alerts, events, sql, health):
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,13 +16,33 @@ from api.tokens import Role, issue_token
 from streams.settings import Settings
 
 OPERATOR_SUBJECT = "local-operator"
+OPERATOR_TOKEN_FILE = "operator-token"
 
 
 def operator_token(settings: Settings, api: ApiSettings | None = None, subject: str = OPERATOR_SUBJECT) -> str:
-    """A token that reads everything: what `ctxbudget run` prints for the local operator."""
+    """A token that reads everything, for the local operator."""
     api = api or ApiSettings()
     ttl = timedelta(seconds=api.token_ttl_seconds)
     return issue_token(token_secret(settings, api), Role.OPERATOR, subject, ttl=ttl)
+
+
+def save_operator_token(settings: Settings, api: ApiSettings | None = None) -> Path:
+    """A fresh operator token in `<data dir>/operator-token`, readable by its owner only (mode 0600), replacing the
+    last one. `ctxbudget run` prints this path, never the token: a terminal's output ends up in logs."""
+    path = settings.resolved_data_dir / OPERATOR_TOKEN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{OPERATOR_TOKEN_FILE}-")  # created 0600
+    with os.fdopen(fd, "w") as out:
+        out.write(operator_token(settings, api) + "\n")
+    os.replace(staging, path)  # atomic: a reader sees the old token or the new one, never half of one
+    return path
+
+
+def operator_token_line(settings: Settings, api: ApiSettings) -> str:
+    """What `run` (and `api --operator-token`) prints: where the token is, how long it lasts, how to get another."""
+    path = save_operator_token(settings, api)
+    hours = api.token_ttl_seconds / 3600
+    return f"operator token: {path} (valid {hours:g} h; another: `ctxbudget token --role operator --subject NAME`)"
 
 
 def token(
@@ -38,15 +61,17 @@ def token(
         raise typer.Exit(2) from error
 
 
-def run_api(settings: Settings, api: ApiSettings, print_operator_token: bool) -> None:
+def run_api(settings: Settings, api: ApiSettings, save_token: bool) -> None:
     """Topics and migrations in place, then the API on api.host:api.port until interrupted."""
     from api.server import serve
     from sinks.clickhouse import connect
     from sinks.migrations import migrate
+    from streams.logs import configure_logging
     from streams.topics import ensure_topics
 
-    if print_operator_token:
-        typer.echo(f"operator token: {operator_token(settings, api)}")
+    configure_logging(settings.log_level, settings.log_format)
+    if save_token:
+        typer.echo(operator_token_line(settings, api))
     client = connect(settings.clickhouse_url)
     try:
         migrate(client)

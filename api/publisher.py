@@ -15,6 +15,9 @@ from aiokafka.errors import KafkaError
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the caller to wait: about one report interval of an urgent thread (spec 5.1)."""
+STOP_FLUSH_SECONDS = 3.0
+"""How long a stop waits for records still unacknowledged. Each was answered 503 (or its request is gone), so its
+caller sends it again; waiting longer only keeps a Ctrl-C from stopping the API while the broker is away."""
 
 
 class KafkaUnavailable(RuntimeError):
@@ -40,6 +43,11 @@ class KafkaPublisher:
         await self._producer.start()
 
     async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self._producer.flush(), STOP_FLUSH_SECONDS)
+        except TimeoutError:
+            # aiokafka's stop flushes without a bound; failing what is left (no public call does) lets it close.
+            self._producer._message_accumulator.fail_all(KafkaUnavailable("the API stopped before Kafka acknowledged"))
         await self._producer.stop()
 
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:

@@ -22,7 +22,11 @@ class ApiSettings(BaseSettings):
         description="HMAC secret that signs bearer tokens (>= 32 bytes). Unset: a random one kept in "
         "<data_dir>/api-token-secret, created on first use.",
     )
-    token_ttl_seconds: int = Field(default=30 * 86_400, gt=0, description="Lifetime of the tokens the CLI issues.")
+    token_ttl_seconds: int = Field(
+        default=12 * 3600,
+        gt=0,
+        description="Lifetime of the tokens the CLI issues (`ctxbudget token --ttl-days` for a longer-lived one).",
+    )
     max_report_bytes: int = Field(default=16_384, gt=0, description="Largest 5.2 report body; larger answers 413.")
     max_package_bytes: int = Field(
         default=1_048_576, gt=0, description="Largest handoff package body (Kafka's default message limit)."

@@ -124,15 +124,18 @@ def run(
 
 
 def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None) -> None:
+    import asyncio
+
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
     from streams.app import Worker
     from streams.logs import logging_config
-    from streams.topics import ensure_topics_sync
+    from streams.topic_admin import create, declared_topics, topology_tables
     from streams.topology import build
 
-    created = ensure_topics_sync(settings)
+    # The tables' changelogs too: left to Faust, they appear while its first rebalance runs, which logs them missing.
+    created = asyncio.run(create(settings, declared_topics(settings, topology_tables(settings))))
     # The worker owns the one client for its whole life (chdb: one process per data path); the sinks write and the
     # API reads through it. A worker with neither opens none, so it can run beside the one that owns chdb.
     client = connect(settings.clickhouse_url) if serve_api or "sinks" in settings.roles else None
@@ -191,12 +194,12 @@ def _print_progress_in(pipeline: faust.App, settings: Settings) -> None:
 
 def _serve_api_in(pipeline: faust.App, settings: Settings, client: Client) -> None:
     """The API as a task of the worker: same event loop, same ClickHouse client; stopped with the worker."""
-    from api.cli import operator_token
+    from api.cli import operator_token_line
     from api.server import serve
     from api.settings import ApiSettings
 
     api_settings = ApiSettings()
-    typer.echo(f"operator token: {operator_token(settings, api_settings)}")
+    typer.echo(operator_token_line(settings, api_settings))
 
     def announce(url: str) -> None:  # once bound: with port 0 the port is known only then
         _to_terminal(f"web page and API: {url}/ (OpenAPI at /docs)")
@@ -210,11 +213,11 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
     """Live simulated traffic from inside the worker, so a newcomer sees the fleet move."""
     from datetime import UTC, datetime
 
-    from streams.simulator import SimulationConfig, generate, produce
+    from streams.simulator import SimulationConfig, live_traffic, produce
 
     threads = 50
-    # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds:
-    # stamped that far apart, the records never run ahead of the clock (the engine refuses a future captured_at).
+    # A turn sends at least one record per thread, so at `rate` a turn takes at least threads / rate real seconds: the
+    # pace the fleet's forecasts assume. The times themselves are the clock's (`live_traffic`), never ahead of it.
     config = SimulationConfig(
         start=datetime.now(UTC), threads=threads, projects=3, turns_per_thread=200, turn_seconds=threads / rate
     )
@@ -222,7 +225,7 @@ def _simulate_in(pipeline: faust.App, settings: Settings, rate: float) -> None:
 
     @pipeline.task
     async def simulate_fleet() -> None:
-        await produce(generate(config), str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate)
+        await produce(live_traffic(config), str(settings.kafka_bootstrap_servers), settings.topic_prefix, rate)
 
 
 @app.command()
@@ -236,11 +239,12 @@ def simulate(
     late_rate: float = 0.02,
     invalid_rate: float = 0.01,
 ) -> None:
-    """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka."""
+    """Produce realistic fleet traffic (budgets shrinking by turns, compactions, handoffs, bad records) to Kafka, with
+    the conversations that show it; every time is the wall clock's at sending."""
     import asyncio
     from datetime import UTC, datetime
 
-    from streams.simulator import SimulationConfig, generate, produce
+    from streams.simulator import SimulationConfig, live_traffic, produce
     from streams.topics import ensure_topics
 
     settings = _with_broker(Settings())
@@ -255,7 +259,7 @@ def simulate(
         invalid_rate=invalid_rate,
     )
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(produce(generate(config), settings.kafka_bootstrap_servers, settings.topic_prefix, rate))
+    sent = asyncio.run(produce(live_traffic(config), settings.kafka_bootstrap_servers, settings.topic_prefix, rate))
     typer.echo(f"sent {sent} records to {settings.kafka_bootstrap_servers}")
 
 
@@ -263,7 +267,10 @@ def simulate(
 def api(
     host: Annotated[str | None, typer.Option(help="Listen address (default CTXBUDGET_API_HOST or 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port (default CTXBUDGET_API_PORT or 8080).")] = None,
-    print_operator_token: Annotated[bool, typer.Option(help="Print a locally signed operator token first.")] = False,
+    operator_token: Annotated[
+        bool,
+        typer.Option(help="Write a locally signed operator token to <data dir>/operator-token (0600), print its path."),
+    ] = False,
 ) -> None:
     """Serve the HTTP API (spec 5.2, 6) over Kafka and ClickHouse until interrupted.
 
@@ -274,7 +281,7 @@ def api(
 
     settings = _with_broker(Settings())
     overrides = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
-    run_api(settings, ApiSettings(**overrides), print_operator_token)
+    run_api(settings, ApiSettings(**overrides), operator_token)
 
 
 @topics_app.command("create")

@@ -2,13 +2,15 @@
 checks that must all pass (`/readyz` answers 503 with the failing ones otherwise).
 
 ClickHouse reachability is probed with clickhouse-connect's `ping` (GET /ping on a server, in-process for chdb), off
-the event loop, with a short timeout, and cached briefly so a scraper or load balancer polling every second costs at
-most one probe per interval.
+the event loop; Kafka's by opening a TCP connection to a bootstrap address (a stopped broker refuses it at once,
+and the Kafka clients keep no usable state to ask: they retry forever). Both with a short timeout, and cached briefly
+so a scraper or load balancer polling every second costs at most one probe per interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -16,13 +18,42 @@ from dataclasses import dataclass
 from clickhouse_connect.driver.client import Client
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from streams.logs import KAFKA_OUTAGE
 from streams.metrics import CLICKHOUSE_UP
 
 PROBE_TIMEOUT_SECONDS = 1.0
 PROBE_CACHE_SECONDS = 2.0
+WATCH_SECONDS = 1.0
+"""How often a process probes Kafka on its own, so an outage's first and last log lines come when it happens."""
 
 
-class ClickHouseProbe:
+class _CachedProbe:
+    """A reachability check shared by callers arriving together and reused for `cache_seconds`."""
+
+    def __init__(self, *, timeout: float, cache_seconds: float, clock: Callable[[], float]) -> None:
+        self.timeout = timeout
+        self.cache_seconds = cache_seconds
+        self.clock = clock
+        self.last: bool | None = None
+        self.checked_at = float("-inf")
+        self.lock = asyncio.Lock()
+
+    async def reachable(self) -> bool:
+        async with self.lock:  # callers arriving together share one probe
+            if self.last is None or self.clock() - self.checked_at >= self.cache_seconds:
+                self.last = await self._probe()
+                self.checked_at = self.clock()
+                self._observed(self.last)
+            return self.last
+
+    async def _probe(self) -> bool:
+        raise NotImplementedError
+
+    def _observed(self, up: bool) -> None:
+        """What the process does with a fresh result besides answering."""
+
+
+class ClickHouseProbe(_CachedProbe):
     def __init__(
         self,
         ping: Callable[[], bool],
@@ -31,31 +62,57 @@ class ClickHouseProbe:
         cache_seconds: float = PROBE_CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(timeout=timeout, cache_seconds=cache_seconds, clock=clock)
         self.ping = ping
-        self.timeout = timeout
-        self.cache_seconds = cache_seconds
-        self.clock = clock
-        self.last: bool | None = None
-        self.checked_at = float("-inf")
-        self.lock = asyncio.Lock()
 
     @classmethod
     def of(cls, client: Client) -> ClickHouseProbe:
         return cls(lambda: client.ping(timeout=PROBE_TIMEOUT_SECONDS))
-
-    async def reachable(self) -> bool:
-        async with self.lock:  # callers arriving together share one probe
-            if self.last is None or self.clock() - self.checked_at >= self.cache_seconds:
-                self.last = await self._probe()
-                self.checked_at = self.clock()
-                CLICKHOUSE_UP.set(self.last)
-            return self.last
 
     async def _probe(self) -> bool:
         try:
             return bool(await asyncio.wait_for(asyncio.to_thread(self.ping), self.timeout))
         except Exception:  # refused, timed out, or any driver error: not reachable
             return False
+
+    def _observed(self, up: bool) -> None:
+        CLICKHOUSE_UP.set(up)
+
+
+class KafkaProbe(_CachedProbe):
+    """Reachable when any bootstrap address accepts a connection; each result also tells the log's outage filter."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        timeout: float = PROBE_TIMEOUT_SECONDS,
+        cache_seconds: float = PROBE_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(timeout=timeout, cache_seconds=cache_seconds, clock=clock)
+        self.addresses = [server.strip().rpartition(":") for server in bootstrap_servers.split(",") if server.strip()]
+
+    async def _probe(self) -> bool:
+        for host, _, port in self.addresses:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.timeout)
+            except (OSError, TimeoutError, ValueError):
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return True
+        return False
+
+    def _observed(self, up: bool) -> None:
+        KAFKA_OUTAGE.reachable(up)
+
+    async def watch(self, interval: float = WATCH_SECONDS) -> None:
+        """Probe every `interval` until cancelled (readiness answers from the latest result)."""
+        while True:
+            await self.reachable()
+            await asyncio.sleep(interval)
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,10 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Whether the broker could listen on `port`. The JVM binds with SO_REUSEADDR, so the probe does too: without it
+    a connection of the last run still in TIME_WAIT makes the port look taken, and the broker would move."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

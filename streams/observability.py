@@ -1,8 +1,9 @@
 """The worker's operating surface on Faust's own web server: `/healthz`, `/readyz`, `/metrics`, and the lag sampler.
 
 Faust starts its web server before the consumer and the table recovery, so `/healthz` answers from the start and
-`/readyz` says why the worker is not ready yet: no partitions assigned, a rebalance or table recovery under way, or
-ClickHouse unreachable (checked only when the worker writes to ClickHouse).
+`/readyz` says why the worker is not ready yet: Kafka unreachable, no partitions assigned, a rebalance or table
+recovery under way, or ClickHouse unreachable (checked only when the worker writes to ClickHouse). Kafka is probed
+every second by a task of the worker too, which gives the log an outage's first and last lines (streams/logs.py).
 
 `/healthz` fails only when a rebalance is stuck (`RebalanceWatch`: no progress for `stuck_rebalance_seconds`); the
 worker then logs, once, what the rebalance waits for. A supervisor that restarts a worker failing /healthz ends it,
@@ -21,7 +22,7 @@ import faust
 from faust.types import TP
 from faust.web import Request, Response, View
 
-from streams.health import ClickHouseProbe, Readiness, RebalanceWatch, metrics_text
+from streams.health import ClickHouseProbe, KafkaProbe, Readiness, RebalanceWatch, metrics_text
 from streams.metrics import observe_lag, partition_lag
 from streams.settings import Settings
 from streams.stacks import task_stacks
@@ -33,9 +34,10 @@ REBALANCE_CODE = ("faust/tables/recovery.py", "faust/transport/consumer.py", "fa
 log = logging.getLogger(__name__)
 
 
-async def worker_readiness(app: faust.App, probe: ClickHouseProbe | None) -> Readiness:
+async def worker_readiness(app: faust.App, probe: ClickHouseProbe | None, kafka: KafkaProbe | None = None) -> Readiness:
     recovery = app.tables.recovery
-    checks = {
+    checks = {} if kafka is None else {"kafka": await kafka.reachable()}
+    checks |= {
         "partitions_assigned": bool(app.consumer.assignment()),
         "tables_recovered": not app.rebalancing and recovery.completed.is_set() and not recovery.in_recovery,
     }
@@ -87,6 +89,8 @@ def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -
     """Register the pages (served when `settings.worker_web_port` enables the web server), the lag sampler and the
     rebalance watch."""
     watch = RebalanceWatch(settings.stuck_rebalance_seconds)
+    assert settings.kafka_bootstrap_servers is not None  # the app was created with it
+    kafka = KafkaProbe(settings.kafka_bootstrap_servers)
 
     @app.page("/healthz")
     async def healthz(self: View, request: Request) -> Response:
@@ -97,7 +101,7 @@ def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -
 
     @app.page("/readyz")
     async def readyz(self: View, request: Request) -> Response:
-        readiness = await worker_readiness(app, probe)
+        readiness = await worker_readiness(app, probe, kafka)
         return self.json(readiness.body(), status=readiness.status)
 
     @app.page("/metrics")
@@ -109,6 +113,10 @@ def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -
     async def sample_lag() -> None:
         if not app.rebalancing:
             observe_lag(await consumer_lags(app, settings.topic_prefix))
+
+    @app.task
+    async def watch_kafka() -> None:
+        await kafka.watch()
 
     watching: list[asyncio.Task[None]] = []
 

@@ -3,7 +3,9 @@
 The pipeline must be exercised and demonstrated before real workers feed it, and its tests need input shaped like a
 fleet's: many threads across projects, budgets that shrink turn by turn and recover after each compaction, work facts,
 handoff packages, two snapshot sources, and the imperfections of real producers (late, duplicate and invalid records).
-Everything derives from one seed, so a run replays byte for byte.
+Everything derives from one seed, so a run replays byte for byte; live traffic (`clock` set) takes its times from the
+wall clock instead, so what it reports never lies in the future. `registry` is the home list that shows the fleet, as
+a deployment registers it.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from random import Random
 from typing import Any, Literal
 
@@ -25,6 +28,8 @@ from schemas import (
     CompactionCompleted,
     CompactionStarted,
     ContextBudgetLevel,
+    Conversation,
+    ConversationType,
     HandoffPackage,
     PackageStatus,
     SourceKind,
@@ -35,12 +40,14 @@ from schemas import (
 )
 from streams.engine.batch import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
 from streams.engine.levels import classify_level  # workers report with the spec's default thresholds
+from streams.projects.batch import CONVERSATIONS
 
 RecordKind = Literal["valid", "duplicate", "late", "invalid"]
 
 _SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 _EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
 _PACKAGE_CODEC = Codec(HandoffPackage)
+_CONVERSATION_CODEC = Codec(Conversation)
 
 _PRIMARY_SOURCES = (SourceKind.CODEX_APP_SERVER, SourceKind.CODEX_SDK, SourceKind.WORKER_ESTIMATOR)
 _PRIMARY_WEIGHTS = (5, 3, 2)
@@ -80,6 +87,8 @@ class SimulationConfig:
     mismatch_rate: float = 0.02
     estimator_rate: float = 0.1
     """Chance per turn that a thread with a Codex primary source also gets a worker_estimator snapshot."""
+    clock: Callable[[], datetime] | None = None
+    """Live traffic: each turn happens at the clock's time (past `start`), not at start + turns x turn_seconds."""
 
     def __post_init__(self) -> None:
         if self.threads < 1 or self.projects < 1 or self.turns_per_thread < 0:
@@ -121,6 +130,7 @@ class _Thread:
     """The budget at or below which the thread compacts next; redrawn after each compaction."""
     compaction_count: int = 0
     last_compaction_at: datetime | None = None
+    last_turn_at: datetime | None = None
     versions: dict[SourceKind, int] = field(default_factory=dict)
     facts: dict[WorkFact, list[str]] = field(default_factory=dict)
     """Active work facts (insertion-ordered, so iteration is deterministic) and the files each involves."""
@@ -135,6 +145,14 @@ class _Thread:
     @property
     def files(self) -> list[str]:
         return [f"src/{module}.py" for module in self.modules]
+
+
+def _thread_id(index: int) -> str:
+    return f"thread-{index:04d}"
+
+
+def _project_id(thread_index: int, projects: int) -> str:
+    return f"proj-{thread_index % projects:03d}"
 
 
 def _tokens_used(pct: float) -> int:
@@ -209,8 +227,8 @@ class _Fleet:
         machine = index // _THREADS_PER_MACHINE
         burn = rng.uniform(1.5, 4.0)
         return _Thread(
-            thread_id=f"thread-{index:04d}",
-            project_id=f"proj-{index % self.config.projects:03d}",
+            thread_id=_thread_id(index),
+            project_id=_project_id(index, self.config.projects),
             task_id=f"task-{index:04d}",
             node_id=f"node-{machine:02d}",
             worker_id=f"worker-{machine:02d}",
@@ -226,12 +244,22 @@ class _Fleet:
     def _turn_time(self, thread: _Thread, turn: int) -> datetime:
         """Consecutive turns of one thread are at least 0.6 turn apart; threads interleave with jitter."""
         offset = turn + thread.phase + self.rng.uniform(0, 0.4)
+        if self.config.clock is not None:
+            return max(self.config.clock().astimezone(UTC), self.start)
         return self.start + timedelta(seconds=offset * self.config.turn_seconds)
 
-    def _before(self, now: datetime, turns: float) -> datetime:
-        return now - timedelta(seconds=turns * self.config.turn_seconds)
+    def _before(self, thread: _Thread, now: datetime, turns: float) -> datetime:
+        """`turns` of a turn before `now`; live, a turn is however long the thread's last one really took."""
+        turn = timedelta(seconds=self.config.turn_seconds)
+        if self.config.clock is not None:
+            turn = min(turn, now - (thread.last_turn_at or now - turn))
+        return now - turns * turn
 
     def _turn(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
+        yield from self._turn_records(thread, now)
+        thread.last_turn_at = now
+
+    def _turn_records(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         yield from self._burn(thread, now)
         yield from self._facts(thread, now)
         level = classify_level(thread.pct)
@@ -252,7 +280,7 @@ class _Fleet:
 
     def _compact(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         """Package ready, compaction started and completed, package consumed; the budget recovers to 70-95."""
-        started, completed = self._before(now, 0.3), self._before(now, 0.1)
+        started, completed = self._before(thread, now, 0.3), self._before(thread, now, 0.1)
         yield from self._package_to(thread, PackageStatus.READY, started)
         trigger = self.rng.choice((TriggerMode.MID_LOOP, TriggerMode.REQUEST_START))
         before = _tokens_used(thread.pct)
@@ -379,6 +407,54 @@ class _Fleet:
 def generate(config: SimulationConfig) -> Iterator[SimRecord]:
     """The fleet's records in send order: threads interleaved turn by turn, each thread's records in its own order."""
     return _Fleet(config).run()
+
+
+MASTER_THREAD = _thread_id(0)
+"""The fleet's master agent runs on its first thread."""
+
+
+def registry(config: SimulationConfig) -> list[SimRecord]:
+    """The conversations a deployment registers for the fleet (spec 6.1, 7.1-7.3): a single_device one per thread, a
+    group one per project showing every thread of it, and one master_agent whose main thread is `MASTER_THREAD`."""
+    threads = [_thread_id(index) for index in range(config.threads)]
+    project_of = {thread: _project_id(index, config.projects) for index, thread in enumerate(threads)}
+    projects = list(dict.fromkeys(project_of.values()))
+    at = config.start.astimezone(UTC)
+
+    def conversation(kind: ConversationType, cid: str, project: str, title: str, shown: list[str]) -> Conversation:
+        return Conversation(
+            conversation_id=cid,
+            conversation_type=kind,
+            project_id=project,
+            project_title=title,
+            thread_ids=shown,
+            updated_at=at,
+        )
+
+    conversations = chain(
+        [
+            conversation(
+                ConversationType.MASTER_AGENT, "master", project_of[MASTER_THREAD], "master agent", [MASTER_THREAD]
+            )
+        ],
+        (conversation(ConversationType.SINGLE_DEVICE, f"conv-{t}", project_of[t], f"device {t}", [t]) for t in threads),
+        (
+            conversation(
+                ConversationType.GROUP, f"group-{p}", p, f"project {p}", [t for t in threads if project_of[t] == p]
+            )
+            for p in projects
+        ),
+    )
+    return [
+        SimRecord(CONVERSATIONS, item.conversation_id.encode(), _CONVERSATION_CODEC.encode(item), "valid")
+        for item in conversations
+    ]
+
+
+def live_traffic(config: SimulationConfig) -> Iterator[SimRecord]:
+    """What a live fleet sends: its conversations first, then its records stamped with the wall clock."""
+    live = replace(config, clock=config.clock or (lambda: datetime.now(UTC)))
+    return chain(registry(live), generate(live))
 
 
 async def produce(records: Iterable[SimRecord], bootstrap: str, topic_prefix: str, rate: float | None = None) -> int:

@@ -1,6 +1,7 @@
 """`/healthz`, `/readyz`, `/metrics` of the API: public, outside the versioned API, like the worker's.
 
-Ready = the Kafka side started (the app's lifespan set its context) and ClickHouse answers its probe.
+Ready = the Kafka side started (the app's lifespan set its context), the broker answers its probe (streams/health.py)
+and ClickHouse answers its.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from streams.health import ClickHouseProbe, Readiness, metrics_text
+from streams.health import ClickHouseProbe, KafkaProbe, Readiness, metrics_text
 
 router = APIRouter(tags=["operations"], include_in_schema=False)
 
@@ -23,7 +24,10 @@ async def readyz(request: Request) -> JSONResponse:
     state = request.app.state
     started = getattr(state, "context", None) is not None
     probe: ClickHouseProbe = state.clickhouse_probe
-    readiness = Readiness({"kafka_services": started, "clickhouse": await probe.reachable()})
+    kafka: KafkaProbe = state.kafka_probe
+    readiness = Readiness(
+        {"kafka_services": started, "kafka": await kafka.reachable(), "clickhouse": await probe.reachable()}
+    )
     return JSONResponse(readiness.body(), status_code=readiness.status)
 
 

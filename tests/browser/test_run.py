@@ -1,9 +1,9 @@
 """The web page of `ctxbudget run` itself, fed a scripted fleet: what the page shows is what the whole worker made.
 
 The worker runs as a subprocess on the test broker, as an operator starts it; the test signs in with the operator
-token it prints and produces the workers' records to its topics. Each value on the page went through the real engine
-(level), the conversation indicator fold (ring), the sink into the worker's own embedded ClickHouse (the list) and the
-client-events stream (the live update).
+token from the file whose path it prints, and produces the workers' records to its topics. Each value on the page
+went through the real engine (level), the conversation indicator fold (ring), the sink into the worker's own embedded
+ClickHouse (the list) and the client-events stream (the live update).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ async def test_ctxbudget_run_shows_a_scripted_fleets_rings_and_moves_them_live(
     try:
         address = (await worker.printed("web page and API: ", within=STARTUP_SECONDS)).split()[0]
         url = address.rstrip("/")
-        token = await worker.printed("operator token: ")
+        token_file = Path((await worker.printed("operator token: ")).split()[0])
+        token = (await asyncio.to_thread(token_file.read_text)).strip()
         assert "<html" in (await asyncio.to_thread(get_when_up, address, STARTUP_SECONDS, worker.alive)).lower()
         up = time.monotonic()
 

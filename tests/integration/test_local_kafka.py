@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -111,3 +112,21 @@ def test_cli_kafka_up_status_down(tmp_path: Path) -> None:
     assert ctxbudget("kafka", "down").stdout.strip() == "stopped"
     assert ctxbudget("kafka", "status").returncode == 1
     assert _broker_processes(tmp_path / "kafka") == []
+
+
+def test_the_broker_keeps_its_ports_across_restarts_with_connections_in_time_wait(tmp_path: Path) -> None:
+    defaults = Settings()
+    broker = LocalKafka(tmp_path / "kafka", defaults.kafka_version, defaults.kafka_cache_dir)
+    try:
+        bootstrap = broker.up()
+        controller = json.loads((broker.state_dir / "ports.json").read_text())["controller"]
+        settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix="ports.", topic_partitions=1)
+        asyncio.run(ensure_topics(settings))
+        for round_ in range(3):
+            # Clients connected when the broker stops: its ends of those connections linger in TIME_WAIT.
+            asyncio.run(_produce(bootstrap, settings.topic("snapshots"), [f"{round_}".encode()]))
+            broker.down()
+            assert broker.up() == bootstrap, f"restart {round_ + 1} moved the broker"
+            assert json.loads((broker.state_dir / "ports.json").read_text())["controller"] == controller
+    finally:
+        broker.down()

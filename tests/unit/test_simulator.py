@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from schemas import (
     CompactionCompleted,
     CompactionStarted,
     ContextBudgetLevel,
+    Conversation,
+    ConversationType,
     DecodeError,
     HandoffPackage,
     PackageStatus,
@@ -25,11 +28,12 @@ from schemas import (
     ThreadContextSnapshot,
     WorkFactChanged,
 )
-from streams.simulator import SimRecord, SimulationConfig, generate
+from streams.simulator import SimRecord, SimulationConfig, generate, live_traffic, registry
 
 SNAPSHOTS = Codec(ThreadContextSnapshot)
 EVENTS = Codec(SESSION_EVENT_ADAPTER)
 PACKAGES = Codec(HandoffPackage)
+CONVERSATIONS = Codec(Conversation)
 CODECS: dict[str, Codec] = {"snapshots": SNAPSHOTS, "session-events": EVENTS, "handoff-packages": PACKAGES}
 
 LONG = SimulationConfig(threads=12, turns_per_thread=150, seed=7)
@@ -302,3 +306,62 @@ def test_config_rejects_nonsense(changes: dict[str, object]) -> None:
 def test_config_rejects_a_naive_start() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         SimulationConfig(start=LONG.start.replace(tzinfo=None))
+
+
+def test_the_registry_shows_every_thread_alone_every_project_as_a_group_and_one_master_on_a_fleet_thread() -> None:
+    config = SimulationConfig(threads=7, projects=3)
+    records = registry(config)
+    assert all(r.topic == "conversations" and r.kind == "valid" for r in records)
+    conversations = [CONVERSATIONS.decode(r.value) for r in records]
+    assert [r.key.decode() for r in records] == [c.conversation_id for c in conversations]
+    by_type = defaultdict(list)
+    for conversation in conversations:
+        by_type[conversation.conversation_type].append(conversation)
+    fleet = {s.thread_id: s.project_id for s in valid_snapshots(list(generate(config)))}
+    singles = {c.thread_ids[0]: c.project_id for c in by_type[ConversationType.SINGLE_DEVICE]}
+    assert singles == fleet
+    groups = {c.project_id: set(c.thread_ids) for c in by_type[ConversationType.GROUP]}
+    assert groups == {p: {t for t, tp in fleet.items() if tp == p} for p in set(fleet.values())}
+    [master] = by_type[ConversationType.MASTER_AGENT]
+    assert len(master.thread_ids) == 1
+    assert fleet[master.thread_ids[0]] == master.project_id
+
+
+def test_live_traffic_registers_first_and_never_reports_a_time_ahead_of_the_clock() -> None:
+    ticks = iter(range(10**9))
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def clock() -> datetime:  # a clock a millisecond further on each time it is read
+        return start + timedelta(milliseconds=next(ticks))
+
+    config = SimulationConfig(threads=8, turns_per_thread=120, seed=4, start=start, clock=clock)
+    records = list(live_traffic(config))
+    assert {r.topic for r in records[: len(registry(config))]} == {"conversations"}
+    read_last = clock()
+    times: list[datetime] = []
+    for record in records:
+        if record.kind == "invalid" or record.topic == "conversations":
+            continue
+        value = CODECS[record.topic].decode(record.value)
+        times += [
+            t
+            for t in (
+                getattr(value, name, None)
+                for name in (
+                    "captured_at",
+                    "last_compaction_at",
+                    "occurred_at",
+                    "created_at",
+                    "ready_at",
+                    "consumed_at",
+                )
+            )
+            if t is not None
+        ]
+    assert times
+    assert max(times) <= read_last
+    assert min(times) >= start - timedelta(seconds=config.turn_seconds)
+    compactions = [v for r in records if r.topic == "session-events" for v in [EVENTS.decode(r.value)]]
+    assert any(isinstance(e, CompactionCompleted) for e in compactions)
+    for thread, snapshots in primary_snapshots(records).items():
+        assert all(a.captured_at < b.captured_at for a, b in pairwise(snapshots)), thread

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 from pathlib import Path
 
 import orjson
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 from rich.console import Console
 
 from sinks.tables import ROUTES
-from streams.health import ClickHouseProbe
+from streams.health import ClickHouseProbe, KafkaProbe
 from streams.logs import logging_config
 from streams.settings import Settings
 from streams.status import StatusReport, as_json, consumed_topics, count_stale, lag_rows, render, sink_backlog
@@ -83,10 +84,14 @@ def test_json_log_lines_carry_thread_and_project_ids() -> None:
     assert line["message"] == "alert open"
 
 
-def test_api_readiness_follows_clickhouse_and_metrics_are_prometheus_text(tmp_path: Path) -> None:
+def test_api_readiness_follows_clickhouse_and_kafka_and_metrics_are_prometheus_text(tmp_path: Path) -> None:
     up = {"value": True}
     app = make_app(tmp_path, RecordingPublisher())
     app.state.clickhouse_probe = ClickHouseProbe(lambda: up["value"], cache_seconds=0)
+    broker = socket.socket()
+    broker.bind(("127.0.0.1", 0))
+    broker.listen()
+    app.state.kafka_probe = KafkaProbe(f"127.0.0.1:{broker.getsockname()[1]}", cache_seconds=0)
     with TestClient(app) as client:
         assert client.get("/healthz").json() == {"alive": True}
         assert client.get("/readyz").status_code == 200
@@ -97,6 +102,10 @@ def test_api_readiness_follows_clickhouse_and_metrics_are_prometheus_text(tmp_pa
         assert "ctxbudget_clickhouse_up 0.0" in client.get("/metrics").text
         up["value"] = True
         assert client.get("/readyz").status_code == 200
+        broker.close()  # the broker goes away: the API is not ready, whatever its producer thinks
+        answer = client.get("/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["checks"]["kafka"] is False
 
 
 def test_status_reads_the_lag_of_the_topics_its_roles_read_and_a_sink_backlog_only_with_the_sinks(
