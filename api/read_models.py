@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import orjson
 
 from api.cursor import SortKey
+from api.reads import action_items
 from api.views import ThreadContextDetail
 from schemas import CompactionFinished, ContextBudgetIndicator, ConversationItem, ProjectDetail
 from sinks.queries import Row
@@ -73,7 +74,9 @@ def thread_detail(
 ) -> ThreadContextDetail:
     """Spec 6.3 from the thread's latest row, its latest master action's checklist and its compaction history."""
     body = {name: row[name] for name in _THREAD_COLUMNS}
-    body["pending_master_actions"] = row["due_actions"]
+    items = action_items(row.get("master_action_items") or "[]")
+    body["pending_master_actions"] = [item.action for item in items if item.open]
+    body["open_master_actions"] = [item.model_dump(mode="json") for item in items if item.open]
     if checklist_json:
         body["wrap_up_checklist"] = orjson.Fragment(checklist_json)
     if row.get("latest_manifest"):

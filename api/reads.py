@@ -10,11 +10,20 @@ from collections.abc import Collection
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
+from pydantic import TypeAdapter
 
 from api.cursor import NO_REPLY_RANK, SortKey
+from schemas import MasterActionItem
 from sinks.queries import Row
 from sinks.rows import VERSION_COLUMN
-from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, MASTER_ACTIONS, THREAD_CONTEXT_ALERTS
+from sinks.tables import (
+    COMPACTION_EVENTS,
+    CONVERSATION_INDICATORS,
+    MASTER_ACTIONS,
+    THREAD_CONTEXT_ALERTS,
+)
+
+_ITEMS: TypeAdapter[list[MasterActionItem]] = TypeAdapter(list[MasterActionItem])
 
 
 def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
@@ -49,11 +58,15 @@ def alert(client: Client, alert_id: str) -> Row | None:
     return rows[0] if rows else None
 
 
+def action_items(items_json: str) -> list[MasterActionItem]:
+    return _ITEMS.validate_json(items_json or "[]")
+
+
 def latest_checklist(client: Client, thread_id: str) -> str | None:
-    """The wrap-up checklist (JSON) of the thread's latest master action: the engine's own, as issued."""
+    """The wrap-up checklist (JSON) of the thread's latest master action record: the engine's own, as published."""
     sql = (
         f"SELECT checklist FROM {MASTER_ACTIONS.name} WHERE thread_id = {{id:String}}"
-        " ORDER BY issued_at DESC, action_id DESC LIMIT 1"
+        " ORDER BY state_changed_at DESC, issued_at DESC, action_id DESC LIMIT 1"
     )
     rows = _rows(client, sql, id=thread_id)
     return rows[0]["checklist"] if rows else None

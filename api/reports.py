@@ -10,13 +10,22 @@ report sent twice is the same snapshot and the engine drops the repeat.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import TypeAdapter, ValidationError
 
 from reporter.readings import snapshot_id as derived_snapshot_id
 from reporter.readings import snapshot_version
-from schemas import ThreadContextSnapshot, ThresholdPolicy, WorkerReportRequest, WorkerReportResponse
+from schemas import (
+    MasterActionItem,
+    ThreadContextSnapshot,
+    ThresholdPolicy,
+    WorkerReportRequest,
+    WorkerReportResponse,
+)
 from schemas.admission import version_refusal
 from schemas.base import Id, Version
+from streams.engine.action_lifecycle import still_owed
 from streams.engine.actions import actions_for_level
 from streams.engine.config import EngineConfig
 from streams.engine.levels import classify_level, report_interval_seconds
@@ -27,6 +36,14 @@ SNAPSHOT_VERSION = "X-Snapshot-Version"
 ENGINE_CONFIG = EngineConfig()
 _ID: TypeAdapter[str] = TypeAdapter(Id)
 _VERSION: TypeAdapter[int] = TypeAdapter(Version)
+
+
+@dataclass(frozen=True)
+class KnownActions:
+    """The engine's latest published actions of a thread and the compaction cycle they belong to."""
+
+    compaction_count: int
+    items: list[MasterActionItem]
 
 
 class InvalidIdentity(ValueError):
@@ -65,17 +82,25 @@ def snapshot_of(report: WorkerReportRequest, idempotency_key: str | None, versio
 
 
 def report_answer(
-    snapshot: ThreadContextSnapshot, policy: ThresholdPolicy, verdict: Verdict = Verdict.ACCEPT
+    snapshot: ThreadContextSnapshot,
+    policy: ThresholdPolicy,
+    verdict: Verdict = Verdict.ACCEPT,
+    known: KnownActions | None = None,
 ) -> WorkerReportResponse:
-    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1;
-    `accepted` is false (with the reason) when the engine will drop the snapshot by `verdict`."""
+    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1 that
+    are still open by what the engine last published of the thread (all of them for a thread it does not know yet, or
+    when this report starts a new compaction cycle); `accepted` is false (with the reason) when the engine will drop
+    the snapshot by `verdict`."""
     level = classify_level(snapshot.context_budget_remaining_pct, policy)
     accepted = verdict is Verdict.ACCEPT
+    same_cycle = known is not None and snapshot.compaction_count <= known.compaction_count
+    actions, items = still_owed(actions_for_level(level), known.items if known and same_cycle else [])
     return WorkerReportResponse(
         accepted=accepted,
         reason=None if accepted else verdict.value,
         thread_id=snapshot.thread_id,
         context_budget_level=level,
         next_required_report_in_seconds=report_interval_seconds(level, ENGINE_CONFIG),
-        master_actions=actions_for_level(level),
+        master_actions=actions,
+        open_master_actions=items,
     )

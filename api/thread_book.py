@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.reports import KnownActions
 from api.topic_reader import TopicTable
 from schemas import Codec, DecodeError, HandoffPackage, SourceKind, ThreadContextSnapshot
 from schemas.state import SourceMark, ThreadState
@@ -31,6 +32,8 @@ class KnownThread:
     stale: bool
     sources: list[SourceMark]
     handoff: HandoffPackage | None = None
+    actions: KnownActions | None = None
+    """The engine's master actions of the thread's current cycle, for the 5.2 answer to list only open ones."""
 
 
 class ThreadBook(TopicTable):
@@ -54,9 +57,19 @@ class ThreadBook(TopicTable):
             if _newer(mark, next((m for m in sources if m.source_kind == mark.source_kind), None)):
                 sources = [m for m in sources if m.source_kind != mark.source_kind] + [mark]
         self._threads[state.thread_id] = KnownThread(
-            state.project_id, state.worker_id, state.source_kind, state.stale, sources, state.handoff
+            state.project_id,
+            state.worker_id,
+            state.source_kind,
+            state.stale,
+            sources,
+            state.handoff,
+            KnownActions(state.compaction_count, state.master_actions),
         )
         return True
+
+    def actions(self, thread_id: str) -> KnownActions | None:
+        known = self._threads.get(thread_id)
+        return known.actions if known else None
 
     def verdict(self, snapshot: ThreadContextSnapshot) -> Verdict:
         """What the engine will make of `snapshot` as far as this book knows (ACCEPT for an unknown thread)."""
@@ -71,7 +84,7 @@ class ThreadBook(TopicTable):
             return
         marks = record_mark(known.sources, snapshot)
         self._threads[snapshot.thread_id] = KnownThread(
-            known.project_id, known.worker_id, snapshot.source_kind, False, marks, known.handoff
+            known.project_id, known.worker_id, snapshot.source_kind, False, marks, known.handoff, known.actions
         )
 
 

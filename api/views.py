@@ -6,7 +6,15 @@ from typing import Annotated
 
 from pydantic import Field
 
-from schemas import CompactionFinished, ContextManifest, ConversationItem, PackageStatus, ThreadContextBudget
+from schemas import (
+    CompactionFinished,
+    ContextManifest,
+    ConversationItem,
+    MasterAction,
+    MasterActionItem,
+    PackageStatus,
+    ThreadContextBudget,
+)
 from schemas.base import Count, Record, ShortText
 
 MAX_RECENT_COMPACTIONS = 5
@@ -31,6 +39,9 @@ class CompactionHistory(Record):
 class ThreadContextDetail(ThreadContextBudget):
     """`GET /api/v1/threads/{thread_id}/context-budget` (spec 6.3) with the manifest and compaction history."""
 
+    open_master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
+        default_factory=list, description="`pending_master_actions` with their ids and states, to ack or complete."
+    )
     latest_context_manifest: ContextManifest | None = None
     compaction_history: CompactionHistory = Field(default_factory=CompactionHistory)
 

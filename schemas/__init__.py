@@ -15,6 +15,8 @@ from schemas.enums import (
     ContextEventType,
     ConversationType,
     MasterAction,
+    MasterActionCommandKind,
+    MasterActionState,
     MessageRole,
     PackageStatus,
     SourceKind,
@@ -32,8 +34,10 @@ from schemas.events import (
     ProjectContextRiskUpdated,
     ThreadHandoffReady,
     ThreadHandoffRequired,
+    ThreadMasterActionIssued,
 )
 from schemas.handoff import HandoffPackage
+from schemas.master_actions import MasterActionCommand, MasterActionItem
 from schemas.policy import DEFAULT_POLICY, DEFAULT_POLICY_PROJECT_ID, ThresholdPolicy
 from schemas.session_events import (
     SESSION_EVENT_ADAPTER,
@@ -97,7 +101,11 @@ __all__ = [
     "HandoffPackage",
     "KeyCommand",
     "MasterAction",
+    "MasterActionCommand",
+    "MasterActionCommandKind",
+    "MasterActionItem",
     "MasterActionRecord",
+    "MasterActionState",
     "MemoryInjectionChanged",
     "MessageAdded",
     "MessageRole",
@@ -112,6 +120,7 @@ __all__ = [
     "ThreadContextSummary",
     "ThreadHandoffReady",
     "ThreadHandoffRequired",
+    "ThreadMasterActionIssued",
     "ThreadState",
     "ThresholdPolicy",
     "ToolResultAdded",

@@ -53,6 +53,22 @@ class AlertCommandKind(StrEnum):
     ACK = "ack"
 
 
+class MasterActionState(StrEnum):
+    """An issued master action's lifecycle: issued -> acknowledged -> done, or superseded at any open step."""
+
+    ISSUED = "issued"
+    ACKNOWLEDGED = "acknowledged"
+    DONE = "done"
+    SUPERSEDED = "superseded"
+
+
+class MasterActionCommandKind(StrEnum):
+    """What a worker or the master says about an action: it has seen it (ack), or it did it (done)."""
+
+    ACK = "ack"
+    DONE = "done"
+
+
 class MasterAction(StrEnum):
     """What the master agent asks of a thread (spec 4.1 actions table, 5.2 response).
 
@@ -86,6 +102,8 @@ class ClientEventType(StrEnum):
     PROJECT_CONTEXT_RISK_UPDATED = "project.context_risk.updated"
     THREAD_HANDOFF_REQUIRED = "thread.handoff.required"
     THREAD_HANDOFF_READY = "thread.handoff.ready"
+    THREAD_MASTER_ACTION_ISSUED = "thread.master_action.issued"
+    """Not in spec 6.4: an issued master action (issue 21), for a master that listens instead of polling."""
 
 
 class ConversationType(StrEnum):

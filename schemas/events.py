@@ -10,7 +10,14 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
 from schemas.base import Count, Flag, Id, IdList, LongText, Name, Percent, Record, ShortText, Timestamp, TokenCount
-from schemas.enums import ClientEventType, ContextBudgetLevel, ContextEventType, MasterAction, TriggerMode
+from schemas.enums import (
+    ClientEventType,
+    ContextBudgetLevel,
+    ContextEventType,
+    MasterAction,
+    MasterActionState,
+    TriggerMode,
+)
 from schemas.views import ContextBudgetIndicator, WrapUpChecklist
 
 
@@ -36,7 +43,10 @@ class ContextEvent(Record):
 
 
 class MasterActionRecord(Record):
-    """A record on `master-actions` [thread_id]: what the master agent must do for a thread, with its checklist."""
+    """A record on `master-actions` [thread_id]: what the master agent must do for a thread, with its checklist.
+
+    The engine issues one record per action and publishes every later state of it as a new version with the same
+    `action_id`, so the topic (and its history table) is the action's whole lifecycle."""
 
     action_id: Id
     thread_id: Id
@@ -46,6 +56,10 @@ class MasterActionRecord(Record):
     checklist: WrapUpChecklist = Field(default_factory=WrapUpChecklist)
     reason: ShortText = ""
     issued_at: Timestamp
+    state: MasterActionState = MasterActionState.ISSUED
+    state_changed_at: Timestamp | None = Field(default=None, description="When it reached `state` (unset: issued_at).")
+    changed_by: ShortText = Field(default="", description="Who moved it there: `engine`, a worker or a caller.")
+    state_reason: ShortText = Field(default="", description="Why, e.g. `handoff_ready`, `level_changed`, `compacted`.")
 
 
 class CompactionFinished(Record):
@@ -104,8 +118,22 @@ class ThreadHandoffReady(_ClientEventBase):
     handoff_package_id: Id
 
 
+class ThreadMasterActionIssued(_ClientEventBase):
+    """Beside the four of spec 6.4: the engine issued an action for a thread, so a master hears it without polling."""
+
+    event_type: Literal[ClientEventType.THREAD_MASTER_ACTION_ISSUED] = ClientEventType.THREAD_MASTER_ACTION_ISSUED
+    thread_id: Id
+    action_id: Id
+    action: MasterAction
+    context_budget_level: ContextBudgetLevel
+
+
 ClientEvent = Annotated[
-    ConversationContextIndicatorUpdated | ProjectContextRiskUpdated | ThreadHandoffRequired | ThreadHandoffReady,
+    ConversationContextIndicatorUpdated
+    | ProjectContextRiskUpdated
+    | ThreadHandoffRequired
+    | ThreadHandoffReady
+    | ThreadMasterActionIssued,
     Field(discriminator="event_type"),
 ]
 """A record on `client-events`: one server-sent event of spec 6.4 (its `event_type` is the SSE event name)."""

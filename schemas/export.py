@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 from schemas.alert import AlertCommand, ContextAlert
 from schemas.events import CLIENT_EVENT_ADAPTER, CompactionFinished, ContextEvent, DeadLetter, MasterActionRecord
 from schemas.handoff import HandoffPackage
+from schemas.master_actions import MasterActionCommand
 from schemas.policy import ThresholdPolicy
 from schemas.projection import ThreadProjection
 from schemas.session_events import SESSION_EVENT_ADAPTER
@@ -32,6 +33,7 @@ EXPORTED: dict[str, TypeAdapter[Any]] = {
     "HandoffPackage": TypeAdapter(HandoffPackage),
     "ThresholdPolicy": TypeAdapter(ThresholdPolicy),
     "AlertCommand": TypeAdapter(AlertCommand),
+    "MasterActionCommand": TypeAdapter(MasterActionCommand),
     "Conversation": TypeAdapter(Conversation),
     # outputs
     "WorkerReportResponse": TypeAdapter(WorkerReportResponse),

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, Timestamp, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind
+from schemas.master_actions import MasterActionItem
 
 
 class WorkerReportRequest(Record):
@@ -61,4 +62,10 @@ class WorkerReportResponse(Record):
     thread_id: Id
     context_budget_level: ContextBudgetLevel = Field(description="The engine's classification, not the reported one.")
     next_required_report_in_seconds: Seconds = Field(description="Report cadence of spec 5.1: 30 / 15 / 5 by level.")
-    master_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))]
+    master_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(
+        description="The level's actions that are still open for this thread (done ones of this cycle left out)."
+    )
+    open_master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
+        default_factory=list,
+        description="Those of them the engine already issued, with the ids to acknowledge or complete them by.",
+    )

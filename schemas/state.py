@@ -14,6 +14,7 @@ from schemas.alert import ContextAlert
 from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, TextList, Timestamp, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind, WorkFact
 from schemas.handoff import HandoffPackage
+from schemas.master_actions import MasterActionItem
 
 
 class SourceMark(Record):
@@ -76,6 +77,9 @@ class ThreadState(Record):
     handoff: HandoffPackage | None = Field(default=None, description="The thread's current handoff package.")
     handoff_required_sent: Flag = Field(default=False, description="thread.handoff.required sent in this cycle.")
     due_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(default_factory=list)
+    master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
+        default_factory=list, description="The actions issued in this cycle that are still due, open or done."
+    )
     wrap_up_requested: Flag = Field(
         default=False, description="prepare_handoff / pre_compaction_wrap_up was issued since the last compaction."
     )

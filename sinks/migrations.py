@@ -527,6 +527,34 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        7,
+        "master actions with a lifecycle: each state of an action is a row; threads keep their current actions",
+        (
+            """
+            ALTER TABLE master_actions
+                ADD COLUMN IF NOT EXISTS state LowCardinality(String) DEFAULT 'issued',
+                ADD COLUMN IF NOT EXISTS state_changed_at DateTime64(3, 'UTC') DEFAULT issued_at,
+                ADD COLUMN IF NOT EXISTS changed_by String DEFAULT '',
+                ADD COLUMN IF NOT EXISTS state_reason String DEFAULT ''
+            """,
+            # The cycle's actions as the engine holds them (JSON items with id and state), for the open ones of 6.3.
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS master_action_items String DEFAULT '[]'",
+            # How long each action waited: issued, first acknowledged, finished (done or superseded), and how.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_master_action_waits AS
+            SELECT action_id, any(project_id) AS project_id, any(thread_id) AS thread_id,
+                   any(actions[1]) AS action, any(context_budget_level) AS context_budget_level,
+                   min(issued_at) AS issued_at,
+                   minIf(toNullable(state_changed_at), state = 'acknowledged') AS acknowledged_at,
+                   minIf(toNullable(state_changed_at), state IN ('done', 'superseded')) AS finished_at,
+                   argMaxIf(state, state_changed_at, state IN ('done', 'superseded')) AS finished_as,
+                   dateDiff('millisecond', issued_at, finished_at) / 1000 AS wait_seconds
+            FROM master_actions
+            GROUP BY action_id
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

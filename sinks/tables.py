@@ -72,6 +72,7 @@ THREAD_CONTEXT_LATEST = TableSpec(
         open_alert_ids=lambda s: [a.alert_id for a in s.open_alerts],
         handoff_package_id=lambda s: s.handoff and s.handoff.handoff_package_id,
         handoff_package_status=lambda s: s.handoff and s.handoff.package_status,
+        master_action_items=as_json("master_actions"),
     ),
     versioned=True,
 )
@@ -282,7 +283,12 @@ MASTER_ACTIONS = TableSpec(
         "actions",
         "reason",
         "issued_at",
+        "state",
+        "changed_by",
+        "state_reason",
         checklist=as_json("checklist"),
+        # a record from before the lifecycle (or the projection's compact_now) reached its state when issued
+        state_changed_at=lambda r: r.state_changed_at or r.issued_at,
     ),
 )
 

@@ -15,7 +15,8 @@
     snapshots [thread_id]          \\
     session-events [thread_id]      > thread_engine  -> table: thread slots
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
-    alert-commands-by-thread      /                     client-events, deadletter
+    alert-commands-by-thread      |                     client-events, deadletter
+    master-action-commands       /
 
     aggregates:
     thread-state [thread_id]               \\ route_thread_state      -> table: thread routes
@@ -56,6 +57,7 @@ from streams.engine.batch import (
     ALERT_COMMAND_CODEC,
     ALERT_COMMANDS_BY_THREAD,
     HANDOFF_PACKAGES,
+    MASTER_ACTION_COMMANDS,
     SESSION_EVENTS,
     SLOT_CODEC,
     SNAPSHOTS,
@@ -85,7 +87,7 @@ from streams.runtime import RAW, Runtime
 from streams.settings import Settings
 from streams.sink_agents import ClickHouseSink
 
-ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD)
+ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD, MASTER_ACTION_COMMANDS)
 POLICY_CODEC = Codec(ThresholdPolicy)
 
 

@@ -59,7 +59,7 @@ async def report_thread_context(
     except InvalidIdentity as error:
         raise RequestValidationError([{"loc": list(error.loc), "msg": str(error), "type": "value_error"}]) from error
     policy = context.kafka.policies.policy(snapshot.project_id)
-    answer = report_answer(snapshot, policy, threads.verdict(snapshot))
+    answer = report_answer(snapshot, policy, threads.verdict(snapshot), threads.actions(snapshot.thread_id))
     record = snapshot_record(snapshot, context.settings.topic_prefix)
     # Published even when not accepted: the engine decides, and a report it would keep is never lost to our guess.
     await context.kafka.publisher.publish(record.topic, record.key, record.value)

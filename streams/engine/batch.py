@@ -17,6 +17,7 @@ from schemas import (
     CompactionStarted,
     DecodeError,
     HandoffPackage,
+    MasterActionCommand,
     ThreadContextSnapshot,
     ThresholdPolicy,
     WorkFactChanged,
@@ -29,6 +30,7 @@ from streams.engine.fold import (
     Step,
     ThreadSlot,
     apply_ack,
+    apply_action_command,
     apply_compaction_started,
     apply_handoff,
     apply_snapshot,
@@ -43,12 +45,14 @@ SNAPSHOTS = "snapshots"
 SESSION_EVENTS = "session-events"
 HANDOFF_PACKAGES = "handoff-packages"
 ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
+MASTER_ACTION_COMMANDS = "master-action-commands"
 THREAD_STATE = "thread-state"
 
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
 HANDOFF_CODEC = Codec(HandoffPackage)
 ALERT_COMMAND_CODEC = Codec(AlertCommand)
+ACTION_COMMAND_CODEC = Codec(MasterActionCommand)
 SLOT_CODEC = Codec(ThreadSlot)
 
 
@@ -70,6 +74,9 @@ def _decode(message: InputMessage) -> tuple[str, object] | None:
     if message.topic == ALERT_COMMANDS_BY_THREAD:
         command = ALERT_COMMAND_CODEC.decode(message.value)
         return command.thread_id, command
+    if message.topic == MASTER_ACTION_COMMANDS:
+        action_command = ACTION_COMMAND_CODEC.decode(message.value)
+        return action_command.thread_id, action_command
     raise DecodeError("unknown_topic", f"the engine does not consume {message.topic}")
 
 
@@ -87,6 +94,8 @@ def _fold(
             return apply_handoff(slot, record, now, config)
         case AlertCommand():
             return apply_ack(slot, record, now)
+        case MasterActionCommand():
+            return apply_action_command(slot, record, now)
     raise TypeError(f"no fold for {type(record).__name__}")
 
 

@@ -25,19 +25,21 @@ from schemas import (
     ContextEventType,
     HandoffPackage,
     MasterAction,
-    MasterActionRecord,
+    MasterActionCommand,
+    MasterActionState,
     PackageStatus,
     Record,
     ThreadContextSnapshot,
     ThreadHandoffReady,
     ThreadHandoffRequired,
+    ThreadMasterActionIssued,
     ThresholdPolicy,
     WorkFactChanged,
 )
 from schemas.admission import captured_at_refusal, version_refusal
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
-from streams.engine import alerts, handoff
+from streams.engine import action_lifecycle, alerts, handoff
 from streams.engine.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
 from streams.engine.config import EngineConfig
 from streams.engine.levels import classify_level, report_interval_seconds
@@ -146,11 +148,17 @@ def apply_snapshot(
             "level_mismatches": carried.level_mismatches + (snapshot.context_budget_level is not level),
             "updated_at": now,
             # a compaction starts a new cycle: wrap-up and handoff-required are owed again before the next one
-            **({"wrap_up_requested": False, "handoff_required_sent": False, "due_actions": []} if compacted else {}),
+            **(
+                {"wrap_up_requested": False, "handoff_required_sent": False, "due_actions": [], "master_actions": []}
+                if compacted
+                else {}
+            ),
         }
     )
     cause = snapshot.snapshot_id
     emits = [_context_event(state, ContextEventType.UPDATED, cause, "compaction" if compacted else "snapshot")]
+    if compacted:
+        emits += _action_emits(state, action_lifecycle.supersede_open(carried.master_actions, now, "compacted"))
     if previous is not None and previous.context_budget_level is not level:
         emits.append(_context_event(state, ContextEventType.LEVEL_CHANGED, cause, previous=previous))
     state, derived = _derive(state, cause, now, config)
@@ -200,6 +208,17 @@ def apply_ack(slot: ThreadSlot | None, command: AlertCommand, now: datetime) -> 
         return UNCHANGED
     state = slot.state.model_copy(update={"open_alerts": open_alerts, "updated_at": now})
     return Step(ThreadSlot(state=state), [Emit(ALERTS, acked.alert_id, acked)])
+
+
+def apply_action_command(slot: ThreadSlot | None, command: MasterActionCommand, now: datetime) -> Step:
+    """A worker or the master acknowledges or completes one of the thread's open actions."""
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    items, change = action_lifecycle.apply_command(slot.state.master_actions, command, now)
+    if change is None:
+        return UNCHANGED
+    state = slot.state.model_copy(update={"master_actions": items, "updated_at": now})
+    return Step(ThreadSlot(state=state), _action_emits(state, [change]))
 
 
 def apply_compaction_started(
@@ -287,7 +306,12 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
                 "wrap_up_requested": state.wrap_up_requested or bool(WRAP_UP_ACTIONS & set(due)),
             }
         )
-        emits.append(_master_action(state, due, cause, now))
+    items, changes = action_lifecycle.reconcile(
+        state.master_actions, due, ready=ready, level=level, thread_id=state.thread_id, cause=cause, now=now
+    )
+    if changes:
+        state = state.model_copy(update={"master_actions": items})
+        emits += _action_emits(state, changes)
 
     needs_handoff = level in (ContextBudgetLevel.URGENT, ContextBudgetLevel.CRITICAL) or (
         MasterAction.PREPARE_HANDOFF in due
@@ -398,18 +422,35 @@ def _context_event(
     )
 
 
-def _master_action(state: ThreadState, due: list[MasterAction], cause: str, now: datetime) -> Emit:
-    return Emit(
-        MASTER_ACTIONS,
-        state.thread_id,
-        MasterActionRecord(
-            action_id=f"{state.thread_id}:{cause}:actions",
-            thread_id=state.thread_id,
-            project_id=state.project_id,
-            context_budget_level=state.context_budget_level,
-            actions=due,
-            checklist=wrap_up_checklist(state),
-            reason=f"level {state.context_budget_level.value}",
-            issued_at=now,
-        ),
-    )
+def _action_emits(state: ThreadState, changes: list[action_lifecycle.Change]) -> list[Emit]:
+    """Each change as a version of its record, and each issue also as the client event a master can listen for."""
+    if not changes:
+        return []
+    checklist = wrap_up_checklist(state)
+    emits: list[Emit] = []
+    for change in changes:
+        item = change.item
+        emits.append(
+            Emit(
+                MASTER_ACTIONS,
+                state.thread_id,
+                action_lifecycle.record(change, state.thread_id, state.project_id, checklist),
+            )
+        )
+        if item.state is MasterActionState.ISSUED:
+            emits.append(
+                Emit(
+                    CLIENT_EVENTS,
+                    state.project_id,
+                    ThreadMasterActionIssued(
+                        event_id=f"{item.action_id}:issued",
+                        occurred_at=item.issued_at,
+                        project_id=state.project_id,
+                        thread_id=state.thread_id,
+                        action_id=item.action_id,
+                        action=item.action,
+                        context_budget_level=item.context_budget_level,
+                    ),
+                )
+            )
+    return emits

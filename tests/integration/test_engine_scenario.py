@@ -38,7 +38,8 @@ def _alerts(outputs: Outputs, thread: str) -> list[str]:
 
 
 def _actions(outputs: Outputs, thread: str) -> list[str]:
-    return [",".join(r["actions"]) for r in outputs.of_thread("master-actions", thread)]
+    """Every state each action of the thread reached, in publishing order (one record per action and state)."""
+    return [f"{r['actions'][0]}:{r['state']}" for r in outputs.of_thread("master-actions", thread)]
 
 
 async def _step(outputs: Outputs, settings: Settings, records: list, thread: str, snapshot_id: str) -> None:
@@ -96,30 +97,49 @@ async def test_three_threads_walk_the_levels_hand_off_and_compact(engine_setting
                 "handoff_missing:opened:resolved",  # critical with must-finish and no package (grace 0)
             ]
             assert _actions(outputs, "a") == [
-                "refresh_stage_summary",
-                "prepare_handoff,avoid_large_context_append",
-                "prepare_handoff,avoid_large_context_append,finish_atomic_subtask,precreate_relay_thread",
-                "pre_compaction_wrap_up,prepare_handoff,forbid_context_growth,precreate_relay_thread",
-                "refresh_stage_summary",
-            ]
+                "refresh_stage_summary:issued",
+                "refresh_stage_summary:superseded", "prepare_handoff:issued", "avoid_large_context_append:issued",
+                "finish_atomic_subtask:issued", "precreate_relay_thread:issued",
+                "avoid_large_context_append:superseded", "finish_atomic_subtask:superseded",
+                "pre_compaction_wrap_up:issued", "forbid_context_growth:issued",
+                "prepare_handoff:done",  # the ready package
+                "pre_compaction_wrap_up:superseded", "forbid_context_growth:superseded",
+                "precreate_relay_thread:superseded",  # the compaction ends the cycle
+                "refresh_stage_summary:issued",
+            ]  # fmt: skip
             assert _alerts(outputs, "b") == [
                 "context_watch:opened:resolved",
                 "context_critical:opened:resolved",
                 "compaction_risk:opened:resolved",
                 "handoff_missing:opened:resolved",
             ]
-            b_actions = outputs.of_thread("master-actions", "b")
-            assert b_actions[-2]["checklist"]["files"] == ["src/line_b.py"]
-            assert b_actions[-2]["checklist"]["pending_patches"] == ["uncommitted_patch detail"]
+            wrap_up = next(
+                r
+                for r in outputs.of_thread("master-actions", "b")
+                if r["actions"] == ["pre_compaction_wrap_up"] and r["state"] == "issued"
+            )
+            assert wrap_up["checklist"]["files"] == ["src/line_b.py"]
+            assert wrap_up["checklist"]["pending_patches"] == ["uncommitted_patch detail"]
             assert _alerts(outputs, "c") == ["handoff_missing:opened:resolved"]
             # a compaction starts a new cycle, so the safe-level action is issued again for it
-            assert _actions(outputs, "c") == ["refresh_stage_summary", "refresh_stage_summary"]
+            assert _actions(outputs, "c") == [
+                "refresh_stage_summary:issued",
+                "refresh_stage_summary:superseded",
+                "refresh_stage_summary:issued",
+            ]
 
             client = [
                 (r["event_type"], r["thread_id"])
                 for r in outputs.records["client-events"]
-                if r["event_type"].startswith("thread.")  # the engine's; project views publish their own
+                if r["event_type"].startswith("thread.handoff.")  # the engine's; project views publish their own
             ]
+            issued = [r["action_id"] for r in outputs.records["client-events"] if r["event_type"].endswith("issued")]
+            assert sorted(issued) == sorted(
+                r["action_id"]
+                for thread in "abc"
+                for r in outputs.of_thread("master-actions", thread)
+                if r["state"] == "issued"
+            )
             assert sorted(client) == sorted(
                 [("thread.handoff.required", "a"), ("thread.handoff.ready", "a"), ("thread.handoff.required", "b")]
             )

@@ -48,7 +48,7 @@ HISTORY_IDS: dict[str, tuple[str, ...]] = {
     "context_events": ("event_id",),
     "alert_transitions": ("alert_id", "alert_status"),
     "compaction_events": ("event_id",),
-    "master_actions": ("action_id",),
+    "master_actions": ("action_id", "state"),
     "deadletter": ("source_topic", "partition", "offset"),
     "thread_projection_history": ("thread_id", "projected_tokens", "surface_tokens", "estimate_checks"),
 }

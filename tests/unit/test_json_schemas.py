@@ -50,4 +50,5 @@ def test_client_event_schema_names_the_spec_sse_events() -> None:
         "project.context_risk.updated",
         "thread.handoff.required",
         "thread.handoff.ready",
+        "thread.master_action.issued",  # issue 21, beside the spec's four
     }

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
-from schemas import DEFAULT_POLICY, ThresholdPolicy, WorkerReportRequest
+from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, KnownActions, report_answer, snapshot_of
+from schemas import DEFAULT_POLICY, MasterAction, MasterActionItem, ThresholdPolicy, WorkerReportRequest
 from streams.engine.actions import actions_for_level
 from streams.engine.config import REPORT_INTERVAL_SECONDS
 from streams.engine.levels import classify_level
@@ -21,6 +21,7 @@ REPORT = WorkerReportRequest.model_validate_json(dumps(SPEC_REPORT_REQUEST))
 def test_the_spec_example_gets_the_spec_answer_with_the_engines_full_action_list() -> None:
     answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY).model_dump(mode="json")
     spec_actions = SPEC_REPORT_RESPONSE["master_actions"]
+    assert answer.pop("open_master_actions") == []  # beside the spec's fields: nothing issued yet for a new thread
     assert {**answer, "master_actions": spec_actions} == {**SPEC_REPORT_RESPONSE, "schema_version": 1, "reason": None}
     assert answer["master_actions"][: len(spec_actions)] == spec_actions
 
@@ -85,3 +86,38 @@ def test_a_capture_time_outside_the_derivable_range_needs_a_version_header(captu
         snapshot_of(report, None, None)
     assert caught.value.loc == ("body", "captured_at")
     assert snapshot_of(report, None, "7").snapshot_version == 7
+
+
+def _item(action: MasterAction, state: str) -> MasterActionItem:
+    at = REPORT.captured_at
+    return MasterActionItem(
+        action_id=f"t:{action.value}",
+        action=action,
+        state=state,
+        context_budget_level="watch",
+        issued_at=at,
+        state_changed_at=at,
+    )
+
+
+def test_the_answer_leaves_out_what_is_done_in_this_cycle_and_names_the_open_ones_by_id() -> None:
+    # The spec report is urgent (37 %) in its cycle 1: prepare_handoff was done there, avoid_large_context_append
+    # was acknowledged; the rest is due but not issued yet.
+    known = KnownActions(
+        1,
+        [_item(MasterAction.PREPARE_HANDOFF, "done"), _item(MasterAction.AVOID_LARGE_CONTEXT_APPEND, "acknowledged")],
+    )
+    answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY, known=known)
+    assert answer.master_actions == [
+        MasterAction.AVOID_LARGE_CONTEXT_APPEND,
+        MasterAction.FINISH_ATOMIC_SUBTASK,
+        MasterAction.PRECREATE_RELAY_THREAD,
+    ]
+    assert [i.action_id for i in answer.open_master_actions] == ["t:avoid_large_context_append"]
+
+
+def test_a_report_that_starts_a_new_cycle_owes_every_action_again() -> None:
+    known = KnownActions(0, [_item(MasterAction.PREPARE_HANDOFF, "done")])
+    answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY, known=known)
+    assert answer.master_actions == actions_for_level(answer.context_budget_level)
+    assert answer.open_master_actions == []

@@ -10,6 +10,7 @@ from schemas import (
     CompactionStarted,
     ContextBudgetLevel,
     HandoffPackage,
+    MasterActionCommand,
     SourceKind,
     ThreadContextSnapshot,
     WorkFact,
@@ -107,3 +108,11 @@ def compaction_started(*, thread: str = "thread-a", seconds: float = 0) -> Compa
 
 def ack(alert_id: str, *, thread: str = "thread-a", seconds: float = 0) -> AlertCommand:
     return AlertCommand(alert_id=alert_id, thread_id=thread, command="ack", issued_by="master", issued_at=at(seconds))
+
+
+def action_command(
+    action_id: str, command: str = "ack", *, thread: str = "thread-a", seconds: float = 0, by: str = "master"
+) -> MasterActionCommand:
+    return MasterActionCommand(
+        action_id=action_id, thread_id=thread, command=command, issued_by=by, issued_at=at(seconds)
+    )

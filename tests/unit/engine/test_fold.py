@@ -54,8 +54,16 @@ def describe(emits: Iterable[Emit]) -> list[str]:
         record = emit.record
         if emit.topic == "alerts":
             out.append(f"alert {record.alert_type.value} {record.alert_status.value}")
+        elif emit.topic == "master-actions" and record.state.value == "issued":
+            # the actions one input issues, on one line
+            issued = ",".join(a.value for a in record.actions)
+            out[-1:] = (
+                [out[-1] + "," + issued] if out and out[-1].startswith("actions ") else [*out[-1:], "actions " + issued]
+            )
         elif emit.topic == "master-actions":
-            out.append("actions " + ",".join(a.value for a in record.actions))
+            out.append(f"action {record.actions[0].value} {record.state.value} ({record.state_reason})")
+        elif record.event_type.value == "thread.master_action.issued":
+            continue  # mirrors the issued record, asserted in the lifecycle tests
         else:
             out.append(record.event_type.value)
     return out
@@ -68,6 +76,7 @@ def test_level_walk_with_handoff_and_compaction_emits_exactly_this() -> None:
         "thread.context.updated",
         "thread.context.level_changed",
         "alert context_watch opened",
+        "action refresh_stage_summary superseded (level_changed)",
         "actions prepare_handoff,avoid_large_context_append",
         "thread.handoff.required",
     ]
@@ -76,7 +85,7 @@ def test_level_walk_with_handoff_and_compaction_emits_exactly_this() -> None:
         "thread.context.level_changed",
         "alert context_watch resolved",
         "alert context_urgent opened",
-        "actions prepare_handoff,avoid_large_context_append,finish_atomic_subtask,precreate_relay_thread",
+        "actions finish_atomic_subtask,precreate_relay_thread",
     ]
     assert describe(thread.snap(20, 30, must_finish=True)) == [
         "thread.context.updated",
@@ -85,16 +94,22 @@ def test_level_walk_with_handoff_and_compaction_emits_exactly_this() -> None:
         "alert context_urgent resolved",
         "alert context_critical opened",
         "alert compaction_risk opened",
-        "actions pre_compaction_wrap_up,prepare_handoff,forbid_context_growth,precreate_relay_thread",
+        "action avoid_large_context_append superseded (level_changed)",
+        "action finish_atomic_subtask superseded (level_changed)",
+        "actions pre_compaction_wrap_up,forbid_context_growth",
     ]
     assert thread.state.must_finish_before_compaction
     assert describe(thread.feed(apply_handoff(thread.slot, package(seconds=35), at(35), CONFIG))) == [
         "thread.handoff.ready",
         "thread.context.compaction_risk_resolved",
         "alert compaction_risk resolved",
+        "action prepare_handoff done (handoff_ready)",
     ]
     assert describe(thread.snap(85, 50, compactions=1)) == [
         "thread.context.updated",
+        "action pre_compaction_wrap_up superseded (compacted)",
+        "action forbid_context_growth superseded (compacted)",
+        "action precreate_relay_thread superseded (compacted)",
         "thread.context.level_changed",
         "alert context_critical resolved",
         "actions refresh_stage_summary",

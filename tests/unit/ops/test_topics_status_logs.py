@@ -114,7 +114,13 @@ def test_status_reads_the_lag_of_the_topics_its_roles_read_and_a_sink_backlog_on
     def read(roles: str) -> set[str]:
         return consumed_topics(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=roles))
 
-    engine = {"ctx.snapshots", "ctx.session-events", "ctx.handoff-packages", "ctx.alert-commands-by-thread"}
+    engine = {
+        "ctx.snapshots",
+        "ctx.session-events",
+        "ctx.handoff-packages",
+        "ctx.alert-commands-by-thread",
+        "ctx.master-action-commands",
+    }
     assert read("engine") == engine | {"ctx.policies", "ctx.alert-commands"}
     assert read("sinks") == {f"ctx.{route}" for route in ROUTES}
     assert read("engine,projection,aggregates,sinks") >= engine | {"ctx.conversations", "ctx.thread-state-by-project"}

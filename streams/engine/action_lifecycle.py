@@ -1,0 +1,135 @@
+"""The lifecycle of the master actions the engine issues: issued -> acknowledged -> done, or superseded.
+
+An action is issued once per compaction cycle when its level asks for it, and clears when it is satisfied (a ready
+package for the current cycle does `prepare_handoff`), when a worker or the master says it is done, or when it stops
+being due (the level moved on) or the thread compacts (superseded). Pure functions over the thread's items; the fold
+turns each change into a `MasterActionRecord` version on `master-actions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas import (
+    ContextBudgetLevel,
+    MasterAction,
+    MasterActionCommand,
+    MasterActionCommandKind,
+    MasterActionItem,
+    MasterActionRecord,
+    MasterActionState,
+    WrapUpChecklist,
+)
+
+ENGINE = "engine"
+SATISFIED_BY_READY_PACKAGE = frozenset({MasterAction.PREPARE_HANDOFF})
+"""What a ready package of the current cycle accomplishes by itself existing."""
+
+_State = MasterActionState
+_COMMAND_MOVES: dict[MasterActionCommandKind, dict[MasterActionState, MasterActionState]] = {
+    MasterActionCommandKind.ACK: {_State.ISSUED: _State.ACKNOWLEDGED},
+    MasterActionCommandKind.DONE: {_State.ISSUED: _State.DONE, _State.ACKNOWLEDGED: _State.DONE},
+}
+"""Commands only move an action forward: a repeat, or an ack after done, changes nothing."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """An action reached a new state: the record to publish."""
+
+    item: MasterActionItem
+    changed_by: str
+    reason: str
+
+
+def reconcile(
+    items: Sequence[MasterActionItem],
+    due: Sequence[MasterAction],
+    *,
+    ready: bool,
+    level: ContextBudgetLevel,
+    thread_id: str,
+    cause: str,
+    now: datetime,
+) -> tuple[list[MasterActionItem], list[Change]]:
+    """The items once `due` is what the level asks: open ones no longer due are superseded, due ones not issued yet in
+    this cycle are issued (ids from the cause), and what a ready package satisfies is done."""
+    changes: list[Change] = []
+    kept: list[MasterActionItem] = []
+    for item in items:
+        if item.action in due:
+            kept.append(item)
+        elif item.open:
+            changes.append(Change(_moved(item, _State.SUPERSEDED, now), ENGINE, "level_changed"))
+    issued = {item.action for item in kept}
+    for action in due:
+        if action not in issued:
+            item = MasterActionItem(
+                action_id=f"{thread_id}:{cause}:{action.value}",
+                action=action,
+                state=_State.ISSUED,
+                context_budget_level=level,
+                issued_at=now,
+                state_changed_at=now,
+            )
+            kept.append(item)
+            changes.append(Change(item, ENGINE, f"level {level.value}"))
+    if ready:
+        for index, item in enumerate(kept):
+            if item.open and item.action in SATISFIED_BY_READY_PACKAGE:
+                kept[index] = _moved(item, _State.DONE, now)
+                changes.append(Change(kept[index], ENGINE, "handoff_ready"))
+    kept.sort(key=lambda item: due.index(item.action))
+    return kept, changes
+
+
+def supersede_open(items: Sequence[MasterActionItem], now: datetime, reason: str) -> list[Change]:
+    """Every open item superseded (the thread compacted: the cycle they belonged to is over)."""
+    return [Change(_moved(item, _State.SUPERSEDED, now), ENGINE, reason) for item in items if item.open]
+
+
+def apply_command(
+    items: Sequence[MasterActionItem], command: MasterActionCommand, now: datetime
+) -> tuple[list[MasterActionItem], Change | None]:
+    """The items after an ack or done; None when it names no open item of this cycle or would not move it forward."""
+    for index, item in enumerate(items):
+        if item.action_id != command.action_id:
+            continue
+        target = _COMMAND_MOVES[command.command].get(item.state)
+        if target is None:
+            return list(items), None
+        moved = _moved(item, target, now)
+        return [*items[:index], moved, *items[index + 1 :]], Change(moved, command.issued_by, command.command.value)
+    return list(items), None
+
+
+def still_owed(
+    due: Sequence[MasterAction], items: Sequence[MasterActionItem]
+) -> tuple[list[MasterAction], list[MasterActionItem]]:
+    """Of the level's actions, those not done in this cycle, and the already-issued open items among them."""
+    done = {item.action for item in items if item.state is _State.DONE}
+    return [a for a in due if a not in done], [item for item in items if item.open and item.action in due]
+
+
+def record(change: Change, thread_id: str, project_id: str, checklist: WrapUpChecklist) -> MasterActionRecord:
+    item = change.item
+    return MasterActionRecord(
+        action_id=item.action_id,
+        thread_id=thread_id,
+        project_id=project_id,
+        context_budget_level=item.context_budget_level,
+        actions=[item.action],
+        checklist=checklist,
+        reason=f"level {item.context_budget_level.value}",
+        issued_at=item.issued_at,
+        state=item.state,
+        state_changed_at=item.state_changed_at,
+        changed_by=change.changed_by,
+        state_reason=change.reason,
+    )
+
+
+def _moved(item: MasterActionItem, state: MasterActionState, now: datetime) -> MasterActionItem:
+    return item.model_copy(update={"state": state, "state_changed_at": now})
