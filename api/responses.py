@@ -47,7 +47,8 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing, malformed, forged or expired bearer token.",
         403: "The token's role may not do this.",
         404: "Unknown, or not visible to the caller (the two are not told apart).",
-        409: "The engine would drop the record (e.g. an older handoff package); `detail` says why.",
+        409: "Refused by a lifecycle: the engine would drop the record (an older package), or the resource is already "
+        "past the state the request needs; `detail` says why.",
         413: "Body larger than the limit.",
         422: "Invalid path, query, header or body; `detail` lists the failing fields.",
         503: "Kafka did not acknowledge the write; retry after `Retry-After` seconds.",

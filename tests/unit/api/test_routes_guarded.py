@@ -22,6 +22,13 @@ READS = [
     ("POST", "/api/v1/alerts/alert-1/ack"),
     ("POST", "/api/v1/threads/thread-abc/handoff-packages"),
     ("POST", "/api/v1/sql"),
+    ("GET", "/api/v1/threads/thread-abc/handoff-packages"),
+    ("GET", "/api/v1/alerts"),
+    ("GET", "/api/v1/master-actions"),
+    ("POST", "/api/v1/master-actions/act-1/ack"),
+    ("POST", "/api/v1/master-actions/act-1/done"),
+    ("GET", "/api/v1/handoff-packages/hp-1"),
+    ("POST", "/api/v1/handoff-packages/hp-1/consume"),
 ]
 
 
@@ -53,6 +60,26 @@ def test_every_route_answers_401_without_a_valid_token(client, method: str, url:
 )
 def test_an_id_with_whitespace_or_too_long_is_422(client, url: str) -> None:
     assert client.get(url, headers=USER).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/master-actions?state=nonsense",
+        "/api/v1/master-actions?limit=501",
+        "/api/v1/master-actions?thread_id=a%20b",
+        "/api/v1/alerts?status=closed",
+        "/api/v1/alerts?project_id=" + "p" * 129,
+    ],
+)
+def test_bad_master_filters_are_422_before_the_database(client, url: str) -> None:
+    assert client.get(url, headers=USER).status_code == 422
+
+
+def test_a_consume_without_a_relay_thread_is_422_before_the_database(client, publisher) -> None:
+    answer = client.post("/api/v1/handoff-packages/hp-1/consume", json={"to": "x"}, headers=USER)
+    assert answer.status_code == 422
+    assert publisher.sent == []
 
 
 @pytest.mark.parametrize(
@@ -97,6 +124,12 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/alerts/{alert_id}/ack",
         "/api/v1/events",
         "/api/v1/sql",
+        "/api/v1/alerts",
+        "/api/v1/master-actions",
+        "/api/v1/master-actions/{action_id}/ack",
+        "/api/v1/master-actions/{action_id}/done",
+        "/api/v1/handoff-packages/{package_id}",
+        "/api/v1/handoff-packages/{package_id}/consume",
     }
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")

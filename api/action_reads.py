@@ -1,0 +1,70 @@
+"""Reads of master actions: each action's latest state from the `master_actions` history (one row per state)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import orjson
+from clickhouse_connect.driver.client import Client
+
+from schemas import MasterActionRecord, MasterActionState
+from sinks.queries import Row
+from sinks.tables import MASTER_ACTIONS, THREAD_CONTEXT_LATEST
+
+_LATEST_PER_ACTION = (
+    f"SELECT * FROM {MASTER_ACTIONS.name} WHERE {{where}}"
+    # a later state wins; at the same instant the further one (done after acknowledged after issued)
+    " ORDER BY state_changed_at DESC, indexOf(['issued', 'acknowledged', 'done', 'superseded'], state) DESC"
+    " LIMIT 1 BY action_id"
+)
+
+
+def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
+    return list(client.query(sql, parameters=parameters).named_results())
+
+
+def action(client: Client, action_id: str) -> Row | None:
+    rows = _rows(client, _LATEST_PER_ACTION.format(where="action_id = {id:String}"), id=action_id)
+    return rows[0] if rows else None
+
+
+def actions(
+    client: Client,
+    projects: Collection[str] | None,
+    thread_id: str | None,
+    states: Collection[MasterActionState],
+    limit: int,
+) -> list[Row]:
+    """The latest state of each action of `projects` (None: all), newest issue first; the state filter applies to
+    that latest state, outside the per-action pick, so an action is never listed by a state it already left."""
+    where, parameters = ["1"], {"limit": limit}
+    if projects is not None:
+        where.append("project_id IN {projects:Array(String)}")
+        parameters["projects"] = sorted(projects)
+    if thread_id is not None:
+        where.append("thread_id = {thread:String}")
+        parameters["thread"] = thread_id
+    outer = "1"
+    if states:
+        outer = "state IN {states:Array(String)}"
+        parameters["states"] = sorted(s.value for s in states)
+    sql = (
+        f"SELECT * FROM ({_LATEST_PER_ACTION.format(where=' AND '.join(where))}) WHERE {outer}"
+        " ORDER BY issued_at DESC, action_id LIMIT {limit:UInt32}"
+    )
+    return _rows(client, sql, **parameters)
+
+
+def thread_worker(client: Client, thread_id: str) -> str | None:
+    """The worker that last reported the thread (who may acknowledge its actions besides users and operators)."""
+    sql = f"SELECT worker_id FROM {THREAD_CONTEXT_LATEST.name} FINAL WHERE thread_id = {{id:String}}"
+    rows = _rows(client, sql, id=thread_id)
+    return rows[0]["worker_id"] if rows else None
+
+
+def record_of(row: Row) -> MasterActionRecord:
+    """The stored row back into the record the engine published (the checklist kept as its JSON)."""
+    body = {name: row[name] for name in MasterActionRecord.model_fields if name in row and name != "checklist"}
+    body["checklist"] = orjson.Fragment(row["checklist"] or "{}")
+    return MasterActionRecord.model_validate_json(orjson.dumps(body))

@@ -1,0 +1,103 @@
+"""Handoff packages for the master (issue 21, spec 3.3): read one whole, list a thread's, consume one into its relay.
+
+Roles: user and operator (within the token's projects; an operator sees all), and worker within its projects (a
+worker writes and reads the packages of the threads it works on). Another project's package answers 404, like an
+unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and `consumed_at`) on
+`handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import Field
+
+from api import relay_reads
+from api.deps import Caller, Context, not_found, path_id
+from api.responses import errors, record_response
+from api.tokens import Principal
+from schemas import HandoffPackage, PackageStatus
+from schemas.base import Id, Record
+from schemas.codec import encode_record
+
+router = APIRouter(tags=["handoff-packages"])
+
+MAX_PACKAGES = 100
+PackageId = Annotated[str, path_id("The handoff package.")]
+
+
+class HandoffPackagePage(Record):
+    items: Annotated[list[HandoffPackage], Field(max_length=MAX_PACKAGES)]
+
+
+class ConsumeRequest(Record):
+    to_thread_id: Id = Field(description="The relay thread that takes the work over.")
+
+
+@router.get("/api/v1/handoff-packages/{package_id}", response_model=HandoffPackage, responses=errors(401, 404, 422))
+async def get_handoff_package(package_id: PackageId, context: Context, caller: Caller) -> Response:
+    """Roles: worker, user, operator (within the token's projects). The whole spec 3.3 record, latest version."""
+    return record_response(await run_in_threadpool(_visible, context, caller, package_id))
+
+
+@router.get(
+    "/api/v1/threads/{thread_id}/handoff-packages", response_model=HandoffPackagePage, responses=errors(401, 422)
+)
+async def list_thread_packages(
+    thread_id: Annotated[str, path_id("The thread, as `from_thread_id` or `to_thread_id`.")],
+    context: Context,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PACKAGES)] = 20,
+) -> Response:
+    """Roles: worker, user, operator. The packages the thread handed off or received that the caller may see."""
+    packages = await run_in_threadpool(relay_reads.thread_packages, context.clickhouse, thread_id, limit)
+    return record_response(HandoffPackagePage(items=[p for p in packages if caller.sees(p.project_id)]))
+
+
+@router.post(
+    "/api/v1/handoff-packages/{package_id}/consume",
+    status_code=202,
+    response_model=HandoffPackage,
+    responses=errors(401, 404, 409, 422, 503),
+)
+async def consume_handoff_package(
+    package_id: PackageId, body: ConsumeRequest, context: Context, caller: Caller
+) -> Response:
+    """Roles: user, operator, worker (within the token's projects). A ready package becomes consumed by the named
+    relay thread; the answer is the version published. Consuming it again into the same thread repeats that answer."""
+    package = await run_in_threadpool(_visible, context, caller, package_id)
+    if package.package_status is PackageStatus.CONSUMED and package.to_thread_id == body.to_thread_id:
+        return record_response(package, 202)
+    if package.package_status is not PackageStatus.READY:
+        raise HTTPException(409, f"the package is {package.package_status.value}, only a ready one can be consumed")
+    if body.to_thread_id == package.from_thread_id:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ["body", "to_thread_id"],
+                    "msg": "must be another thread than from_thread_id",
+                    "type": "value_error",
+                }
+            ]
+        )
+    consumed = package.model_copy(
+        update={
+            "package_status": PackageStatus.CONSUMED,
+            "to_thread_id": body.to_thread_id,
+            "consumed_at": max(datetime.now(UTC), package.created_at),
+        }
+    )
+    topic = context.settings.topic("handoff-packages")
+    await context.kafka.publisher.publish(topic, consumed.from_thread_id.encode(), encode_record(consumed))
+    return record_response(consumed, 202)
+
+
+def _visible(context: Context, caller: Principal, package_id: str) -> HandoffPackage:
+    package = relay_reads.package(context.clickhouse, package_id)
+    if package is None or not caller.sees(package.project_id):
+        raise not_found("handoff package")
+    return package
