@@ -25,6 +25,7 @@ from api.routes import (
     handoff_packages,
     health,
     master_actions,
+    project_list,
     projects,
     sql,
     threads,
@@ -85,6 +86,7 @@ def create_app(
     for module in (
         workers,
         conversations,
+        project_list,
         projects,
         threads,
         alerts,

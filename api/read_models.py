@@ -46,6 +46,7 @@ def project_detail(row: Row) -> ProjectDetail:
         "next_compaction_risk_thread_id": row["next_compaction_risk_thread_id"],
         "threads_requiring_handoff": row["threads_requiring_handoff"],
         "master_context_strategy_summary": row["master_context_strategy_summary"],
+        "new_subtask_thread_ids": row.get("new_subtask_thread_ids") or [],
     }
     return ProjectDetail.model_validate_json(orjson.dumps(body))
 

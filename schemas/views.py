@@ -94,6 +94,11 @@ class ProjectDetail(Record):
     next_compaction_risk_thread_id: Id | None = None
     threads_requiring_handoff: IdList = Field(default_factory=list)
     master_context_strategy_summary: LongText = ""
+    new_subtask_thread_ids: IdList = Field(
+        default_factory=list,
+        description="Spec 8.2 point 4, machine-readable: where new subtasks should go, healthiest first "
+        "(safe or watch, not stale, no must-finish work).",
+    )
 
 
 class KeyCommand(Record):

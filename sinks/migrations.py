@@ -529,7 +529,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         7,
-        "master actions with a lifecycle: each state of an action is a row; threads keep their current actions",
+        "master actions with a lifecycle (a row per state), threads' current actions, projects' subtask targets",
         (
             """
             ALTER TABLE master_actions
@@ -540,6 +540,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
             # The cycle's actions as the engine holds them (JSON items with id and state), for the open ones of 6.3.
             "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS master_action_items String DEFAULT '[]'",
+            # spec 8.2 point 4 beside spec 6.2's fields: where new subtasks should go
+            "ALTER TABLE project_context_risk ADD COLUMN IF NOT EXISTS new_subtask_thread_ids Array(String) DEFAULT []",
             # How long each action waited: issued, first acknowledged, finished (done or superseded), and how.
             """
             CREATE VIEW IF NOT EXISTS analytics_master_action_waits AS

@@ -159,6 +159,7 @@ PROJECT_CONTEXT_RISK = TableSpec(
         "next_compaction_risk_thread_id",
         "threads_requiring_handoff",
         "master_context_strategy_summary",
+        "new_subtask_thread_ids",
         active_thread_count=lambda p: len(p.active_thread_contexts),
         active_thread_contexts=as_json("active_thread_contexts"),
     ),

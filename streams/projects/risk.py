@@ -126,7 +126,24 @@ def _derived(ranked: list[LiveThread]) -> dict:
         "next_compaction_risk_thread_id": risk.summary.thread_id if risk else None,
         "threads_requiring_handoff": [t.summary.thread_id for t in requiring],
         "master_context_strategy_summary": strategy_summary(ranked, requiring),
+        "new_subtask_thread_ids": subtask_targets(ranked),
     }
+
+
+SUBTASK_LEVELS = frozenset({ContextBudgetLevel.SAFE, ContextBudgetLevel.WATCH})
+"""Levels that may take new work: urgent asks a thread to finish its current subtask, critical to wrap up (4.1)."""
+
+
+def subtask_targets(threads: list[LiveThread]) -> list[str]:
+    """Spec 8.2 point 4: the threads new subtasks should go to, the most remaining budget first."""
+    fit = [
+        t.summary
+        for t in threads
+        if t.summary.context_budget_level in SUBTASK_LEVELS
+        and not t.summary.stale
+        and not t.summary.must_finish_before_compaction
+    ]
+    return [s.thread_id for s in sorted(fit, key=lambda s: (-s.context_budget_remaining_pct, s.thread_id))]
 
 
 def _republish(state: ProjectState, threads: list[LiveThread], cause: str, now: datetime) -> Change[ProjectState]:

@@ -8,7 +8,7 @@ from schemas import Codec, ProjectContextRiskUpdated, ProjectDetail, WorkFact
 from schemas.projects import ProjectState, ThreadLeft
 from streams.projects import risk
 from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Emit
-from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, at, thread_state
+from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, at, live, thread_state
 
 
 class Project:
@@ -145,3 +145,17 @@ def test_state_survives_the_table_codec() -> None:
     project.thread("thread-a", 30, seconds=0, facts=[WorkFact.UNCOMMITTED_PATCH], expected_at=60)
     codec = Codec(ProjectState)
     assert codec.decode(codec.encode(project.state)) == project.state
+
+
+def test_new_subtasks_go_to_the_healthiest_threads_that_are_fresh_and_free_of_must_finish_work() -> None:
+    threads = [
+        live("watch-55", 55),
+        live("safe-70", 70),
+        live("safe-90-stale", 90, stale=True),
+        live("safe-85-patch", 85, must_finish=True),
+        live("urgent-35", 35),
+        live("critical-10", 10),
+        live("safe-95", 95),
+    ]
+    assert risk.subtask_targets(threads) == ["safe-95", "safe-70", "watch-55"]
+    assert risk.project_view("proj-1", threads).new_subtask_thread_ids == ["safe-95", "safe-70", "watch-55"]
