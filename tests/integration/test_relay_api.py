@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from schemas import HandoffPackage
+from schemas import SESSION_EVENT_ADAPTER, CompactRequested, HandoffPackage
 from tests.integration.test_api import World, http, publisher, store, user_of, world  # noqa: F401  (fixtures)
 from tests.unit.api.fakes import PREFIX
 
@@ -99,3 +99,16 @@ def test_alerts_list_in_their_latest_status_filtered_and_within_the_callers_proj
     assert hidden.status_code == 404
     bad = http.get("/api/v1/alerts", params={"status": "nonsense"}, headers=user_of(world.project_a))
     assert bad.status_code == 422
+
+
+def test_a_compaction_request_is_a_compact_requested_event_on_the_threads_partition(http, world, publisher) -> None:  # noqa: F811
+    answer = http.post(f"/api/v1/threads/{world.thread_a}/compaction-requests", headers=user_of(world.project_a))
+    assert answer.status_code == 202
+    topic, key, value = publisher.sent[-1]
+    event = SESSION_EVENT_ADAPTER.validate_json(value)
+    assert (topic, key) == (f"{PREFIX}session-events", world.thread_a.encode())
+    assert isinstance(event, CompactRequested)
+    assert (event.thread_id, event.project_id, event.requested_by) == (world.thread_a, world.project_a, "kris")
+    hidden = http.post(f"/api/v1/threads/{world.thread_b}/compaction-requests", headers=user_of(world.project_a))
+    assert hidden.status_code == 404
+    assert len(publisher.sent) == 1

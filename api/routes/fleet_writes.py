@@ -1,0 +1,121 @@
+"""Writes a master or an operator needed raw Kafka for (issue 21): the conversation registry, a project's threshold
+policy, and a manual compaction request (seed 000 `compact_now`).
+
+Roles: registering a conversation and setting a policy are operator-only (they change what every user sees); a
+compaction request takes user and operator tokens within the thread's project. Each write is accepted once Kafka has
+it, keyed as the topic declares, and the folds that own the state apply it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+
+from api.bodies import decode_body, json_body_openapi, read_body
+from api.deps import Caller, Context, not_found, path_id
+from api.responses import errors, record_response
+from api.tokens import Principal, Role
+from schemas import CompactRequested, Conversation, ThresholdPolicy
+from schemas.base import Record
+from schemas.codec import encode_record
+from sinks.queries import latest_thread
+
+router = APIRouter(tags=["fleet"])
+
+MAX_BODY_BYTES = 16_384
+
+
+class WriteAccepted(Record):
+    accepted: bool
+    topic: str
+    key: str
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def _operator_only(caller: Principal) -> None:
+    if caller.role is not Role.OPERATOR:
+        raise HTTPException(403, "only an operator token may do this")
+
+
+def _path_matches(field: str, body_value: str, path_value: str) -> None:
+    if body_value != path_value:
+        raise RequestValidationError(
+            [{"loc": ["body", field], "msg": f"does not match the {field} in the path", "type": "mismatch"}]
+        )
+
+
+async def _publish(context: Context, topic: str, key: str, record: Record) -> Response:
+    await context.kafka.publisher.publish(context.settings.topic(topic), key.encode(), encode_record(record))
+    return record_response(WriteAccepted(accepted=True, topic=topic, key=key), 202)
+
+
+@router.put(
+    "/api/v1/conversations/{conversation_id}",
+    status_code=202,
+    response_model=WriteAccepted,
+    responses=errors(401, 403, 413, 422, 503),
+    openapi_extra=json_body_openapi(Conversation),
+)
+async def put_conversation(
+    conversation_id: Annotated[str, path_id("The conversation.")], request: Request, context: Context, caller: Caller
+) -> Response:
+    """Roles: operator. Register or update a home-list conversation and the thread(s) it shows (spec 6.1, 7.3)."""
+    _operator_only(caller)
+    conversation = decode_body(Conversation, await read_body(request, MAX_BODY_BYTES))
+    _path_matches("conversation_id", conversation.conversation_id, conversation_id)
+    return await _publish(context, "conversations", conversation_id, conversation)
+
+
+@router.put(
+    "/api/v1/projects/{project_id}/threshold-policy",
+    status_code=202,
+    response_model=WriteAccepted,
+    responses=errors(401, 403, 413, 422, 503),
+    openapi_extra=json_body_openapi(ThresholdPolicy),
+)
+async def put_threshold_policy(
+    project_id: Annotated[str, path_id("The project (`*` for the default policy).")],
+    request: Request,
+    context: Context,
+    caller: Caller,
+) -> Response:
+    """Roles: operator. The project's level thresholds (spec 4); the engine classifies with it from then on."""
+    _operator_only(caller)
+    policy = decode_body(ThresholdPolicy, await read_body(request, MAX_BODY_BYTES))
+    _path_matches("project_id", policy.project_id, project_id)
+    return await _publish(context, "policies", project_id, policy)
+
+
+@router.post(
+    "/api/v1/threads/{thread_id}/compaction-requests",
+    status_code=202,
+    response_model=WriteAccepted,
+    responses=errors(401, 403, 404, 422, 503),
+)
+async def request_compaction(
+    thread_id: Annotated[str, path_id("The thread to compact.")], context: Context, caller: Caller
+) -> Response:
+    """Roles: user, operator (within the thread's project). A manual compaction request (seed 000 `compact_now`):
+    a `compact_requested` session event, which the projection turns into a `compact_now` master action."""
+    if caller.role is Role.WORKER:
+        raise HTTPException(403, "a worker token may not request compactions")
+    row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
+    if row is None or not caller.sees(row["project_id"]):
+        raise not_found("thread")
+    now = datetime.now(UTC)
+    event = CompactRequested(
+        thread_id=thread_id,
+        event_id="compact-request-" + _digest(thread_id, caller.subject, now.isoformat()),
+        occurred_at=now,
+        project_id=row["project_id"],
+        requested_by=caller.subject,
+    )
+    return await _publish(context, "session-events", thread_id, event)
