@@ -10,7 +10,7 @@ from clickhouse_connect.driver.client import Client
 
 from schemas import MasterActionRecord, MasterActionState
 from sinks.queries import Row
-from sinks.tables import MASTER_ACTIONS, THREAD_CONTEXT_LATEST
+from sinks.tables import MASTER_ACTIONS
 
 _LATEST_PER_ACTION = (
     f"SELECT * FROM {MASTER_ACTIONS.name} WHERE {{where}}"
@@ -54,13 +54,6 @@ def actions(
         " ORDER BY issued_at DESC, action_id LIMIT {limit:UInt32}"
     )
     return _rows(client, sql, **parameters)
-
-
-def thread_worker(client: Client, thread_id: str) -> str | None:
-    """The worker that last reported the thread (who may acknowledge its actions besides users and operators)."""
-    sql = f"SELECT worker_id FROM {THREAD_CONTEXT_LATEST.name} FINAL WHERE thread_id = {{id:String}}"
-    rows = _rows(client, sql, id=thread_id)
-    return rows[0]["worker_id"] if rows else None
 
 
 def record_of(row: Row) -> MasterActionRecord:

@@ -8,9 +8,16 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from schemas import HandoffPackage, WorkerReportRequest
+from api.views import ConsumeRequest
+from schemas import Conversation, HandoffPackage, ThresholdPolicy, WorkerReportRequest
 
-BODY_MODELS: tuple[type[BaseModel], ...] = (WorkerReportRequest, HandoffPackage)
+BODY_MODELS: tuple[type[BaseModel], ...] = (
+    WorkerReportRequest,
+    HandoffPackage,
+    Conversation,
+    ThresholdPolicy,
+    ConsumeRequest,
+)
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 

@@ -15,7 +15,7 @@ from schemas import (
     PackageStatus,
     ThreadContextBudget,
 )
-from schemas.base import Count, Record, ShortText
+from schemas.base import Count, Id, Record, ShortText
 
 MAX_RECENT_COMPACTIONS = 5
 
@@ -58,3 +58,9 @@ class HandoffPackageAccepted(Record):
     reason: ShortText | None = Field(
         default=None, description="Why the engine keeps it otherwise than sent (e.g. ready demoted to draft)."
     )
+
+
+class ConsumeRequest(Record):
+    """`POST /api/v1/handoff-packages/{id}/consume`: the relay thread that takes the work over."""
+
+    to_thread_id: Id

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from api import relay_reads
-from api.deps import ID_PATTERN, Caller, Context, not_found
+from api.deps import ID_PATTERN, Context, Reader, not_found
 from api.responses import errors, record_response
 from api.tokens import Role
 from schemas import AlertStatus, ContextAlert
@@ -28,13 +28,13 @@ class AlertPage(Record):
 @router.get("/api/v1/alerts", response_model=AlertPage, responses=errors(401, 404, 422))
 async def list_alerts(
     context: Context,
-    caller: Caller,
+    caller: Reader,
     project_id: OptionalId = None,
     thread_id: OptionalId = None,
     status: Annotated[list[AlertStatus] | None, Query(description="Repeatable.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 100,
 ) -> Response:
-    """Roles: worker, user, operator (within the token's projects). Each alert in its latest status, newest first."""
+    """Roles: user, operator (within the token's projects). Each alert in its latest status, newest first."""
     if project_id is not None and not caller.sees(project_id):
         raise not_found("project")
     projects = {project_id} if project_id else (None if caller.role is Role.OPERATOR else caller.projects)

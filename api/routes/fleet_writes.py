@@ -12,14 +12,13 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Caller, Context, not_found, path_id
+from api.deps import Context, Operator, Reader, not_found, path_id
 from api.responses import errors, record_response
-from api.tokens import Principal, Role
 from schemas import CompactRequested, Conversation, ThresholdPolicy
 from schemas.base import Record
 from schemas.codec import encode_record
@@ -38,11 +37,6 @@ class WriteAccepted(Record):
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
-
-
-def _operator_only(caller: Principal) -> None:
-    if caller.role is not Role.OPERATOR:
-        raise HTTPException(403, "only an operator token may do this")
 
 
 def _path_matches(field: str, body_value: str, path_value: str) -> None:
@@ -65,11 +59,10 @@ async def _publish(context: Context, topic: str, key: str, record: Record) -> Re
     openapi_extra=json_body_openapi(Conversation),
 )
 async def put_conversation(
-    conversation_id: Annotated[str, path_id("The conversation.")], request: Request, context: Context, caller: Caller
+    conversation_id: Annotated[str, path_id("The conversation.")], request: Request, context: Context, caller: Operator
 ) -> Response:
     """Roles: operator. Register or update a home-list conversation and the thread(s) it shows (spec 6.1, 7.3)."""
-    _operator_only(caller)
-    conversation = decode_body(Conversation, await read_body(request, MAX_BODY_BYTES))
+    conversation = decode_body(Conversation, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds))
     _path_matches("conversation_id", conversation.conversation_id, conversation_id)
     return await _publish(context, "conversations", conversation_id, conversation)
 
@@ -85,11 +78,10 @@ async def put_threshold_policy(
     project_id: Annotated[str, path_id("The project (`*` for the default policy).")],
     request: Request,
     context: Context,
-    caller: Caller,
+    caller: Operator,
 ) -> Response:
     """Roles: operator. The project's level thresholds (spec 4); the engine classifies with it from then on."""
-    _operator_only(caller)
-    policy = decode_body(ThresholdPolicy, await read_body(request, MAX_BODY_BYTES))
+    policy = decode_body(ThresholdPolicy, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds))
     _path_matches("project_id", policy.project_id, project_id)
     return await _publish(context, "policies", project_id, policy)
 
@@ -101,12 +93,10 @@ async def put_threshold_policy(
     responses=errors(401, 403, 404, 422, 503),
 )
 async def request_compaction(
-    thread_id: Annotated[str, path_id("The thread to compact.")], context: Context, caller: Caller
+    thread_id: Annotated[str, path_id("The thread to compact.")], context: Context, caller: Reader
 ) -> Response:
     """Roles: user, operator (within the thread's project). A manual compaction request (seed 000 `compact_now`):
     a `compact_requested` session event, which the projection turns into a `compact_now` master action."""
-    if caller.role is Role.WORKER:
-        raise HTTPException(403, "a worker token may not request compactions")
     row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
     if row is None or not caller.sees(row["project_id"]):
         raise not_found("thread")

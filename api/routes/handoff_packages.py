@@ -1,32 +1,34 @@
 """Handoff packages for the master (issue 21, spec 3.3): read one whole, list a thread's, consume one into its relay.
 
-Roles: user and operator (within the token's projects; an operator sees all), and worker within its projects (a
-worker writes and reads the packages of the threads it works on). Another project's package answers 404, like an
-unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and `consumed_at`) on
-`handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward.
-"""
+Roles: user and operator (within the token's projects; an operator sees all): the master's reads and its consume. A
+worker writes its packages through `POST /api/v1/threads/{thread_id}/handoff-packages`. Another project's package
+answers 404, like an unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and
+`consumed_at`) on `handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import Field
 
 from api import relay_reads
-from api.deps import Caller, Context, not_found, path_id
+from api.bodies import decode_body, json_body_openapi, read_body
+from api.deps import Context, Reader, not_found, path_id
 from api.responses import errors, record_response
 from api.tokens import Principal
+from api.views import ConsumeRequest
 from schemas import HandoffPackage, PackageStatus
-from schemas.base import Id, Record
+from schemas.base import Record
 from schemas.codec import encode_record
 
 router = APIRouter(tags=["handoff-packages"])
 
 MAX_PACKAGES = 100
+MAX_CONSUME_BYTES = 1024
 PackageId = Annotated[str, path_id("The handoff package.")]
 
 
@@ -34,13 +36,9 @@ class HandoffPackagePage(Record):
     items: Annotated[list[HandoffPackage], Field(max_length=MAX_PACKAGES)]
 
 
-class ConsumeRequest(Record):
-    to_thread_id: Id = Field(description="The relay thread that takes the work over.")
-
-
 @router.get("/api/v1/handoff-packages/{package_id}", response_model=HandoffPackage, responses=errors(401, 404, 422))
-async def get_handoff_package(package_id: PackageId, context: Context, caller: Caller) -> Response:
-    """Roles: worker, user, operator (within the token's projects). The whole spec 3.3 record, latest version."""
+async def get_handoff_package(package_id: PackageId, context: Context, caller: Reader) -> Response:
+    """Roles: user, operator (within the token's projects). The whole spec 3.3 record, latest version."""
     return record_response(await run_in_threadpool(_visible, context, caller, package_id))
 
 
@@ -50,10 +48,10 @@ async def get_handoff_package(package_id: PackageId, context: Context, caller: C
 async def list_thread_packages(
     thread_id: Annotated[str, path_id("The thread, as `from_thread_id` or `to_thread_id`.")],
     context: Context,
-    caller: Caller,
+    caller: Reader,
     limit: Annotated[int, Query(ge=1, le=MAX_PACKAGES)] = 20,
 ) -> Response:
-    """Roles: worker, user, operator. The packages the thread handed off or received that the caller may see."""
+    """Roles: user, operator. The packages the thread handed off or received that the caller may see."""
     packages = await run_in_threadpool(relay_reads.thread_packages, context.clickhouse, thread_id, limit)
     return record_response(HandoffPackagePage(items=[p for p in packages if caller.sees(p.project_id)]))
 
@@ -62,13 +60,15 @@ async def list_thread_packages(
     "/api/v1/handoff-packages/{package_id}/consume",
     status_code=202,
     response_model=HandoffPackage,
-    responses=errors(401, 404, 409, 422, 503),
+    responses=errors(401, 403, 404, 409, 413, 422, 503),
+    openapi_extra=json_body_openapi(ConsumeRequest),
 )
 async def consume_handoff_package(
-    package_id: PackageId, body: ConsumeRequest, context: Context, caller: Caller
+    package_id: PackageId, request: Request, context: Context, caller: Reader
 ) -> Response:
-    """Roles: user, operator, worker (within the token's projects). A ready package becomes consumed by the named
+    """Roles: user, operator (within the token's projects). A ready package becomes consumed by the named
     relay thread; the answer is the version published. Consuming it again into the same thread repeats that answer."""
+    body = decode_body(ConsumeRequest, await read_body(request, MAX_CONSUME_BYTES, context.api.body_timeout_seconds))
     package = await run_in_threadpool(_visible, context, caller, package_id)
     if package.package_status is PackageStatus.CONSUMED and package.to_thread_id == body.to_thread_id:
         return record_response(package, 202)

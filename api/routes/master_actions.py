@@ -1,11 +1,11 @@
 """Master actions (issue 21): list them by project, thread and state; acknowledge or complete one.
 
-Roles: every route takes user and operator tokens (within the token's projects; an operator sees all) and worker
-tokens, for which ack and done are limited to the threads that worker reports. An action of a project the caller
-does not see answers 404, like an unknown one. Ack and done go to the engine on `master-action-commands` [thread_id]:
-the engine owns the lifecycle, so a command that would not move the action forward changes nothing there; the API
-answers 409 for one that is already finished, so a caller learns it without waiting.
-"""
+Roles: the list takes user and operator tokens (within the token's projects; an operator sees all); ack and done take
+those and worker tokens, limited to the threads that worker reports (as the engine's thread state names it). An
+action of a project the caller does not see answers 404, like an unknown one. Ack and done go to the engine on
+`master-action-commands` [thread_id]: the engine owns the lifecycle, so a command that would not move the action
+forward changes nothing there; the API answers 409 for one that is already finished, so a caller learns it without
+waiting."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from api import action_reads
-from api.deps import ID_PATTERN, Caller, Context, not_found, path_id
+from api.deps import ID_PATTERN, Context, Reader, not_found, path_id, require
 from api.responses import errors, record_response
 from api.tokens import Principal, Role
 from schemas import MasterActionCommand, MasterActionCommandKind, MasterActionRecord, MasterActionState
@@ -45,7 +45,7 @@ class MasterActionCommandAccepted(Record):
 @router.get("/api/v1/master-actions", response_model=MasterActionPage, responses=errors(401, 404, 422))
 async def list_master_actions(
     context: Context,
-    caller: Caller,
+    caller: Reader,
     project_id: OptionalId = None,
     thread_id: OptionalId = None,
     state: Annotated[
@@ -54,7 +54,7 @@ async def list_master_actions(
     open_only: Annotated[bool, Query(alias="open", description="Only issued and acknowledged ones.")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_ACTIONS)] = 100,
 ) -> Response:
-    """Roles: worker, user, operator (within the token's projects). Each action once, in its latest state, newest
+    """Roles: user, operator (within the token's projects). Each action once, in its latest state, newest
     issue first."""
     if project_id is not None and not caller.sees(project_id):
         raise not_found("project")
@@ -64,6 +64,8 @@ async def list_master_actions(
     return record_response(MasterActionPage(items=[action_reads.record_of(row) for row in rows]))
 
 
+ActionMover = Annotated[Principal, require(Role.WORKER, Role.USER, Role.OPERATOR)]
+"""Who moves an action along: the master (user, operator) or the worker of the action's thread."""
 ActionId = Annotated[str, path_id("The action (`action_id` of a master action record).")]
 
 
@@ -73,7 +75,7 @@ ActionId = Annotated[str, path_id("The action (`action_id` of a master action re
     response_model=MasterActionCommandAccepted,
     responses=errors(401, 404, 409, 422, 503),
 )
-async def ack_master_action(action_id: ActionId, context: Context, caller: Caller) -> Response:
+async def ack_master_action(action_id: ActionId, context: Context, caller: ActionMover) -> Response:
     """Roles: user, operator; worker for the threads it reports. Seen: issued -> acknowledged."""
     return await _command(context, caller, action_id, MasterActionCommandKind.ACK)
 
@@ -84,7 +86,7 @@ async def ack_master_action(action_id: ActionId, context: Context, caller: Calle
     response_model=MasterActionCommandAccepted,
     responses=errors(401, 404, 409, 422, 503),
 )
-async def complete_master_action(action_id: ActionId, context: Context, caller: Caller) -> Response:
+async def complete_master_action(action_id: ActionId, context: Context, caller: ActionMover) -> Response:
     """Roles: user, operator; worker for the threads it reports. Done: issued or acknowledged -> done."""
     return await _command(context, caller, action_id, MasterActionCommandKind.DONE)
 
@@ -109,9 +111,7 @@ def _visible_action(context: Context, caller: Principal, action_id: str) -> Row:
     row = action_reads.action(context.clickhouse, action_id)
     if row is None or not caller.sees(row["project_id"]):
         raise not_found("master action")
-    if (
-        caller.role is Role.WORKER
-        and action_reads.thread_worker(context.clickhouse, row["thread_id"]) != caller.subject
-    ):
+    known = context.kafka.threads.known(row["thread_id"])
+    if caller.role is Role.WORKER and (known is None or known.worker_id != caller.subject):
         raise not_found("master action")
     return row

@@ -1,6 +1,6 @@
 """`GET /api/v1/projects` (issue 21): the caller's projects at a glance, for a master choosing where to look first.
 
-Roles: worker, user, operator (an operator sees every project, the others the token's projects).
+Roles: user, operator (an operator sees every project, a user the token's projects).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
-from api.deps import Caller, Context
+from api.deps import Context, Reader
 from api.read_models import project_detail
 from api.responses import errors, record_response
 from api.tokens import Role
@@ -63,8 +63,8 @@ def _views(client: Client, projects: Collection[str] | None) -> list[ProjectDeta
 
 
 @router.get("/api/v1/projects", response_model=ProjectList, responses=errors(401))
-async def list_projects(context: Context, caller: Caller) -> Response:
-    """Roles: worker, user, operator. Threads per level, the next compaction-risk thread, how many threads require a
+async def list_projects(context: Context, caller: Reader) -> Response:
+    """Roles: user, operator. Threads per level, the next compaction-risk thread, how many threads require a
     handoff, and where new subtasks should go, per project the caller sees (by project id)."""
     projects = None if caller.role is Role.OPERATOR else caller.projects
     views = await run_in_threadpool(_views, context.clickhouse, projects)

@@ -25,6 +25,19 @@ TOKENS = {
 }
 READER = {Role.USER, Role.OPERATOR}
 REPORTER = {Role.WORKER, Role.OPERATOR}
+EVERYONE = set(Role)
+OPERATOR = {Role.OPERATOR}
+CONVERSATION = dumps(
+    {
+        "conversation_id": "conv-1",
+        "conversation_type": "master_agent",
+        "project_id": "proj-001",
+        "project_title": "master",
+        "thread_ids": ["thread-abc"],
+        "updated_at": "2026-03-25T08:00:00Z",
+    }
+)
+POLICY = dumps({"project_id": "proj-001", "safe_min_pct": 80, "watch_min_pct": 60, "urgent_min_pct": 30})
 ENDPOINTS = [
     # method, url, body, roles allowed, the answer an allowed role gets from an empty database
     ("POST", "/api/v1/workers/worker-mac-01/thread-context", dumps(SPEC_REPORT_REQUEST), REPORTER, 200),
@@ -41,6 +54,18 @@ ENDPOINTS = [
         {Role.OPERATOR},
         None,
     ),  # runs on real ClickHouse: tests/integration/test_sql.py
+    # issue 21: the master's routes
+    ("GET", "/api/v1/projects", None, READER, 200),
+    ("GET", "/api/v1/alerts", None, READER, 200),
+    ("GET", "/api/v1/master-actions", None, READER, 200),
+    ("POST", "/api/v1/master-actions/act-1/ack", None, EVERYONE, 404),  # a worker acks its own threads' actions
+    ("POST", "/api/v1/master-actions/act-1/done", None, EVERYONE, 404),
+    ("GET", "/api/v1/handoff-packages/hp-1", None, READER, 404),
+    ("GET", "/api/v1/threads/thread-abc/handoff-packages", None, READER, 200),
+    ("POST", "/api/v1/handoff-packages/hp-1/consume", dumps({"to_thread_id": "thread-relay"}), READER, 404),
+    ("POST", "/api/v1/threads/thread-abc/compaction-requests", None, READER, 404),
+    ("PUT", "/api/v1/conversations/conv-1", CONVERSATION, OPERATOR, 202),
+    ("PUT", "/api/v1/projects/proj-001/threshold-policy", POLICY, OPERATOR, 202),
 ]
 CASES = [
     pytest.param(method, url, body, role, role in allowed, answer, id=f"{method} {url} as {role.value}")

@@ -11,11 +11,15 @@ from fastapi.testclient import TestClient
 from api.policies import PolicyBook
 from api.publisher import RETRY_AFTER_SECONDS
 from api.settings import ApiSettings
+from api.thread_book import ThreadBook
 from api.tokens import Role
-from schemas import Codec, ThreadContextSnapshot, ThresholdPolicy
+from schemas import DEFAULT_POLICY, Codec, ThreadContextSnapshot, ThresholdPolicy
 from schemas.codec import encode_record
+from streams.engine.config import EngineConfig
+from streams.engine.fold import apply_handoff, apply_snapshot
 from tests.samples import SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE, dumps
 from tests.unit.api.fakes import PREFIX, RecordingPublisher, bearer, make_app
+from tests.unit.engine.builders import at, package, snapshot
 
 URL = "/api/v1/workers/worker-mac-01/thread-context"
 WORKER = bearer(Role.WORKER, "worker-mac-01", "proj-001")
@@ -164,3 +168,25 @@ def test_when_kafka_does_not_acknowledge_the_answer_is_503_with_retry_after(tmp_
     assert answer.status_code == 503
     assert answer.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
     assert "accepted" not in answer.json()
+
+
+def test_the_answer_lists_only_the_open_actions_the_engine_published_with_their_ids(tmp_path, publisher) -> None:
+    # The engine's state of the spec's thread: urgent in cycle 1, with a ready package that did prepare_handoff.
+    report = SPEC_REPORT_REQUEST
+    state = apply_snapshot(
+        None,
+        snapshot(37, thread=report["thread_id"], project=report["project_id"], compactions=1),
+        DEFAULT_POLICY,
+        at(0),
+        EngineConfig(),
+    ).slot
+    state = apply_handoff(state, package(thread=report["thread_id"], seconds=1), at(1), EngineConfig()).slot.state
+    threads = ThreadBook()
+    assert threads.apply(state.thread_id.encode(), encode_record(state))
+    with TestClient(make_app(tmp_path, publisher, threads=threads)) as client:
+        body = post(client).json()
+    assert body["master_actions"] == ["avoid_large_context_append", "finish_atomic_subtask", "precreate_relay_thread"]
+    assert [item["action_id"] for item in body["open_master_actions"]] == [
+        item.action_id for item in state.master_actions if item.open
+    ]
+    assert len(body["open_master_actions"]) == 3
