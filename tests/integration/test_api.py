@@ -453,4 +453,4 @@ def test_no_generated_request_makes_the_api_fail(clickhouse: Any, tmp_path: Any,
                 assert response.status_code < 500, (case.method, case.formatted_path, response.text)
 
             no_server_error()
-    assert len(operations) == 18  # with the eleven of issue 21
+    assert len(operations) == 19  # with the eleven of issue 21
