@@ -123,11 +123,15 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def http(clickhouse: Any, tmp_path: Any, publisher: RecordingPublisher, world: World) -> Iterator[TestClient]:
+def http(
+    clickhouse: Any, clickhouse_dsn: str, tmp_path: Any, publisher: RecordingPublisher, world: World
+) -> Iterator[TestClient]:
     threads = ThreadBook()  # as the API's reader of thread-state fills it
     for state in (*world.outputs_a["thread-state"], *world.outputs_b["thread-state"]):
         threads.apply(state.thread_id.encode(), encode_record(state))
-    with TestClient(make_app(tmp_path, publisher, clickhouse=clickhouse, threads=threads)) as client:
+    with TestClient(
+        make_app(tmp_path, publisher, clickhouse=clickhouse, threads=threads, clickhouse_dsn=clickhouse_dsn)
+    ) as client:
         yield client
 
 
@@ -435,9 +439,11 @@ async def test_sse_clients_see_only_their_projects_and_resume_by_last_event_id_w
 # -- fuzzing the OpenAPI document ----------------------------------------------------------------------------------
 
 
-def test_no_generated_request_makes_the_api_fail(clickhouse: Any, tmp_path: Any, world: World) -> None:
+def test_no_generated_request_makes_the_api_fail(
+    clickhouse: Any, clickhouse_dsn: str, tmp_path: Any, world: World
+) -> None:
     """Schemathesis cases for every operation of the OpenAPI document (SSE aside: an endless stream, tested above)."""
-    app = make_app(tmp_path, RecordingPublisher(), clickhouse=clickhouse)
+    app = make_app(tmp_path, RecordingPublisher(), clickhouse=clickhouse, clickhouse_dsn=clickhouse_dsn)
     operator = bearer(Role.OPERATOR, "ops")
     with TestClient(app):  # the lifespan runs: its context lives on the app object schemathesis calls
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
@@ -453,4 +459,4 @@ def test_no_generated_request_makes_the_api_fail(clickhouse: Any, tmp_path: Any,
                 assert response.status_code < 500, (case.method, case.formatted_path, response.text)
 
             no_server_error()
-    assert len(operations) == 7
+    assert len(operations) == 8
