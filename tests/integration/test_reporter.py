@@ -4,6 +4,10 @@ engine's snapshot topic keyed by thread, each thread's snapshots in order."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -20,6 +24,24 @@ from tests.unit.reporter.conftest import FIXTURES
 from tests.unit.reporter.test_reporter import IDENTITY, _Clock, _report_app_server, _ticking
 
 pytestmark = pytest.mark.kafka
+
+CTXBUDGET = Path(sys.executable).parent / "ctxbudget"
+"""The console script a user runs, installed beside this interpreter."""
+
+
+def run_report(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`ctxbudget report ...` as a user runs it, configured by the environment the README documents."""
+    env = {
+        **os.environ,
+        "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "",
+        "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
+        "CTXBUDGET_DATA_DIR": str(settings.data_dir),
+        "CTXBUDGET_NODE_ID": "mac-01",
+        "CTXBUDGET_WORKER_ID": "worker-mac-01",
+        "CTXBUDGET_PROJECT_ID": "proj-001",
+    }
+    command = [str(CTXBUDGET), "report", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 async def _read(settings: Settings, topic: str, count: int) -> list[tuple[bytes, ThreadContextSnapshot]]:
@@ -57,3 +79,15 @@ async def test_an_app_server_session_lands_on_snapshots_keyed_by_thread_in_order
     assert all(key == snapshot.thread_id.encode() for key, snapshot in received)
     for thread in {s.thread_id for s in expected}:
         assert [s for _, s in received if s.thread_id == thread] == [s for s in expected if s.thread_id == thread]
+
+
+async def test_the_report_command_sends_straight_to_kafka(settings: Settings) -> None:
+    await ensure_topics(settings)
+    done = await asyncio.to_thread(
+        run_report, settings, "--from", "codex-app-server", "--input", str(FIXTURES / "app_server_session.jsonl")
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    received = await _read(settings, settings.topic(SNAPSHOTS), 6)
+    assert [(s.thread_id, s.compaction_count) for _, s in received][-1] == ("thr_a", 1)
+    assert "left 0" in done.stderr
