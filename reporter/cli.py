@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from reporter.budget import CODEX_PROFILES
+from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
@@ -144,7 +145,11 @@ async def _run(
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
     try:
         if source is Source.CODEX_APP_SERVER:
-            await run_app_server(reporter, lines)
+            parser = CodexAppServerParser()
+            await run_app_server(reporter, lines, parser)
+            typer.echo(
+                f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True
+            )
         elif source is Source.CODEX_ROLLOUTS:
             await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
         else:

@@ -2,13 +2,17 @@
 
 Used: `thread/tokenUsage/updated` (the LAST request's usage and `modelContextWindow`), a `contextCompaction` item's
 `item/completed` and the older `thread/compacted` (one compaction may be announced by both: counted once per turn and
-usage update). `item/started`, `turn/started`, `turn/completed`, responses and requests are known and change nothing.
+usage update). Every other method (`thread/started`, `turn/started`, `item/agentMessage/delta`, ...) and every other
+item type is counted in `ignored` and otherwise passed over quietly: a real stream is mostly such notifications, and
+new ones appear with new Codex versions. Responses are not notifications and are passed over too.
 Notifications carry no time, so a reading's time and position are its arrival (see `reporter.readings`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -17,10 +21,11 @@ from reporter.budget import TokenUsage
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
 
+log = logging.getLogger(__name__)
+
 TOKEN_USAGE_UPDATED = "thread/tokenUsage/updated"
 ITEM_COMPLETED = "item/completed"
 THREAD_COMPACTED = "thread/compacted"
-IGNORED_METHODS = frozenset({"item/started", "turn/started", "turn/completed"})
 COMPACTION_ITEM = "contextCompaction"
 
 
@@ -66,6 +71,8 @@ class CodexAppServerParser:
     def __init__(self) -> None:
         self._threads: dict[str, _Thread] = {}
         self.skipped = SkipLog("codex app-server")
+        self.ignored: Counter[str] = Counter()
+        """Notifications of methods (or items) the reporter does not need, by method."""
 
     def feed(self, line: str, now: datetime) -> Reading | None:
         if not line.strip():
@@ -87,14 +94,15 @@ class CodexAppServerParser:
                 return self._token_usage(params, now)
             if method == ITEM_COMPLETED:
                 item = params.get("item") or {}
-                return self._compacted(params, now) if item.get("type") == COMPACTION_ITEM else None
+                if item.get("type") == COMPACTION_ITEM:
+                    return self._compacted(params, now)
             if method == THREAD_COMPACTED:
                 return self._compacted(params, now)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             self.skipped.skip("malformed_params", f"{method}: {error!r}")
             return None
-        if method not in IGNORED_METHODS:
-            self.skipped.skip("unknown_method", str(method))
+        self.ignored[str(method)] += 1
+        log.debug("codex app-server: ignored a %s notification", method)
         return None
 
     def _token_usage(self, params: dict[str, Any], now: datetime) -> Reading | None:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.codex_app_server import CodexAppServerParser
@@ -48,13 +51,28 @@ def test_a_compaction_announced_twice_is_counted_once(app_server_lines: list[str
     assert readings[-1][1].compaction_count == 1
 
 
-def test_unknown_methods_and_malformed_lines_are_counted_not_raised(app_server_lines: list[str]) -> None:
+def test_malformed_lines_are_counted_not_raised(app_server_lines: list[str]) -> None:
     parser, _ = _feed([*app_server_lines, "[1, 2]", '{"method":"thread/tokenUsage/updated","params":{"threadId":7}}'])
-    assert parser.skipped.counts == {
-        "unknown_method": 1,
-        "malformed_json": 1,
-        "not_an_object": 1,
-        "malformed_params": 1,
+    assert parser.skipped.counts == {"malformed_json": 1, "not_an_object": 1, "malformed_params": 1}
+
+
+def test_methods_the_reporter_does_not_need_are_counted_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    stream = [
+        {"method": "thread/started", "params": {"thread": {"id": "thr_a"}}},
+        *({"method": "item/agentMessage/delta", "params": {"threadId": "thr_a", "delta": "Hel"}} for _ in range(50)),
+        {"method": "item/started", "params": {"threadId": "thr_a", "turnId": "u", "item": {"type": "agentMessage"}}},
+        {"method": "codex/someFutureNotification", "params": {}},
+    ]
+    with caplog.at_level(logging.INFO):
+        parser, readings = _feed([json.dumps(message) for message in stream])
+    assert readings == []
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert parser.skipped.counts == {}
+    assert parser.ignored == {
+        "thread/started": 1,
+        "item/agentMessage/delta": 50,
+        "item/started": 1,
+        "codex/someFutureNotification": 1,
     }
 
 
