@@ -4,7 +4,8 @@ Pure scheduling over an injected `now`. Per thread and source it keeps the lates
 reading is sent at once when it changes the level, the compaction count or must-finish (or is the thread's first);
 any other new reading waits for the due time. At the due time the latest reading is sent, or re-sent when nothing
 new arrived (a re-send has a new version and `captured_at`, so the engine sees the thread alive). The interval is the
-engine's `next_required_report_in_seconds` from the last answer, else spec 5.1's for the reported level. A thread
+engine's `next_required_report_in_seconds` from the last answer (while the level stays the one answered), else spec
+5.1's for the reported level. A thread
 with no new reading for `idle_after` is no longer re-sent: the engine then marks it stale, which is the truth.
 """
 
@@ -41,6 +42,8 @@ class _Sent:
     compaction_count: int
     must_finish: bool
     interval: timedelta
+    answered: bool = False
+    """The interval is the engine's answer (it holds for later sends at the same level until the next answer)."""
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,16 @@ class Cadence:
         thread = self._threads[key]
         if thread.reading != outgoing.reading:
             return  # a newer reading arrived while this one was in flight; it stays due
-        interval = next_required_seconds or self.intervals[outgoing.level]
         reading = outgoing.reading
-        mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, timedelta(seconds=interval))
+        if next_required_seconds is not None:
+            interval, answered = timedelta(seconds=next_required_seconds), True
+        elif thread.sent is not None and thread.sent.answered and thread.sent.level is outgoing.level:
+            # A spooled send is answered later: until then the engine's last word holds (a project's strict policy
+            # may ask for more than spec 5.1's interval of the level).
+            interval, answered = thread.sent.interval, True
+        else:
+            interval, answered = timedelta(seconds=self.intervals[outgoing.level]), False
+        mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, interval, answered)
         self._threads[key] = replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True)
 
     def answered(self, key: ThreadKey, version: int, next_required_seconds: int) -> None:
@@ -132,7 +142,7 @@ class Cadence:
         if snapshot_version(thread.reading.position, thread.sent_resend) != version:
             return
         interval = timedelta(seconds=next_required_seconds)
-        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval))
+        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval, answered=True))
 
     def unsent(self, now: datetime) -> list[Outgoing]:
         """Every reading whose content was not sent yet, due or not (when the input ends, nothing more will come)."""

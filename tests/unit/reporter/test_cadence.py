@@ -124,3 +124,16 @@ def test_an_answer_sets_the_interval_only_for_the_last_snapshot_sent() -> None:
     assert cadence.next_due() == _at(61)
     cadence.answered(key, snapshot_version(2), 5)
     assert cadence.next_due() == _at(36)
+
+
+def test_an_answered_interval_holds_for_later_sends_until_the_level_changes() -> None:
+    cadence = Cadence()
+    key = ("t", SourceKind.CODEX_APP_SERVER)
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)  # through a spool: no answer yet
+    cadence.answered(key, snapshot_version(1), 5)  # the engine, under a strict policy: report every 5 s
+    assert _send_due(cadence, _at(5)) == [(1, 1)]
+    assert cadence.next_due() == _at(10)  # the re-send has no answer yet: the engine's 5 s still hold, not 30 s
+    cadence.observe(_reading(2, _at(6)), CRITICAL, _at(6))
+    _send_due(cadence, _at(6))
+    assert cadence.next_due() == _at(11)  # a new level: spec 5.1's interval for it until the engine answers
