@@ -6,7 +6,8 @@ any other new reading waits for the due time. At the due time the latest reading
 new arrived (a re-send has a new version and `captured_at`, so the engine sees the thread alive). The interval is the
 engine's `next_required_report_in_seconds` from the last answer (while the level stays the one answered), else spec
 5.1's for the reported level. A thread
-with no new reading for `idle_after` is no longer re-sent: the engine then marks it stale, which is the truth.
+with no news for `idle_after`, counted from the time of its latest reading (not from when the reporter read it), is no
+longer re-sent: the engine then marks it stale, which is the truth.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ class _Thread:
     reading: Reading
     level: ContextBudgetLevel
     changed_at: datetime
-    """When the reading last changed (a new reading, or must-finish set): the start of the idle window."""
+    """When the reporter saw the reading change (a new reading, or must-finish set): a significant change is due."""
+    active_at: datetime
+    """The time of the thread's latest news: the reading's own time (a rollout line's timestamp), or when the worker
+    changed must-finish. The idle window starts here, so a session that ended long ago is not revived by re-sends."""
     sent: _Sent | None = None
     sent_resend: int | None = None
     """The resend ordinal last sent of this reading; None while this reading was never sent."""
@@ -73,7 +77,7 @@ class _Thread:
         if self.sent is None or (not self.content_sent and self.significant()):
             return self.changed_at
         due = self.sent.at + self.sent.interval
-        if self.content_sent and due > self.changed_at + idle_after:
+        if self.content_sent and due > self.active_at + idle_after:
             return None
         return due
 
@@ -100,6 +104,7 @@ class Cadence:
             reading=reading,
             level=level,
             changed_at=now,
+            active_at=now if same_position else reading.observed_at,
             sent=previous.sent if previous else None,
             # A changed reading at the same position must go out under a new version: continue its resend count.
             sent_resend=previous.sent_resend if same_position and previous else None,

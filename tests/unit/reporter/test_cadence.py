@@ -137,3 +137,18 @@ def test_an_answered_interval_holds_for_later_sends_until_the_level_changes() ->
     cadence.observe(_reading(2, _at(6)), CRITICAL, _at(6))
     _send_due(cadence, _at(6))
     assert cadence.next_due() == _at(11)  # a new level: spec 5.1's interval for it until the engine answers
+
+
+def test_idleness_counts_from_the_time_of_the_reading_not_from_when_it_was_read() -> None:
+    cadence = Cadence(idle_after=timedelta(minutes=30))
+    old = _reading(1, T0 - timedelta(hours=2))  # a past session's last line, read now
+    cadence.observe(old, SAFE, T0)
+    [first] = cadence.due(T0)
+    assert (first.resend, first.captured_at) == (0, None)  # the snapshot carries the line's own time
+    cadence.sent(first, T0)
+    assert cadence.next_due() is None  # not re-sent under the reporter's clock: the engine lets it go stale
+    recent = _reading(2, T0 - timedelta(minutes=29))
+    cadence.observe(recent, SAFE, T0)
+    assert _send_due(cadence, _at(30)) == [(2, 0)]
+    assert _send_due(cadence, _at(60)) == [(2, 1)]
+    assert cadence.next_due() is None  # its idle window, from its own time, ends a minute after it was read

@@ -140,3 +140,18 @@ async def test_session_events_pass_through_after_validation() -> None:
     skipped = await run_events(sink, file_lines(FIXTURES / "session_events.jsonl"))
     assert [e.event_id for e in sink.events] == ["ev-1", "ev-2", "ev-4"]
     assert skipped.counts == {"validation_error": 1}
+
+
+async def test_a_directory_of_old_rollouts_is_reported_once_at_its_own_times_not_revived() -> None:
+    clock, sink = _Clock(), _Sink()
+    clock.now = T0 + timedelta(days=30)  # the reporter starts a month after the session ended
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    for reading in RolloutTailer(FIXTURES, Path("/nonexistent/state.json")).poll():
+        reporter.observe(reading)
+    await reporter.flush()
+    for _ in range(100):  # an hour of the reporter's time
+        clock.now += timedelta(seconds=36)
+        await reporter.flush()
+    [snapshot] = sink.snapshots
+    assert snapshot.captured_at == datetime(2026, 3, 25, 7, 30, tzinfo=UTC)  # its last line's timestamp
+    assert reporter.seconds_until_due() is None
