@@ -109,7 +109,7 @@ def report(
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
-    asyncio.run(
+    undelivered = asyncio.run(
         _run(
             source,
             settings,
@@ -123,6 +123,8 @@ def report(
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
         )
     )
+    if undelivered:
+        raise typer.Exit(1)
 
 
 async def _run(
@@ -136,7 +138,8 @@ async def _run(
     poll_seconds: float,
     codex_profile: str,
     spool_dir: Path,
-) -> None:
+) -> int:
+    """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
     if isinstance(sink, KafkaSink):
         await sink.start()
     if source is not Source.EVENTS:
@@ -157,7 +160,10 @@ async def _run(
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)
     finally:
         await sink.close()
-    if isinstance(sink, SpooledSink):
-        typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, left {len(sink.spool)}", err=True)
-    else:
+    if not isinstance(sink, SpooledSink):
         typer.echo(f"sent {reporter.sent} snapshots", err=True)
+        return 0
+    rejected = f"rejected {sink.rejected}" + (f" (set aside in {sink.rejected_path})" if sink.rejected else "")
+    left = f"left {len(sink.spool)}" + (" (kept for the next run)" if len(sink.spool) else "")
+    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}", err=True)
+    return sink.rejected + len(sink.spool)

@@ -9,9 +9,9 @@ from reporter.budget import TokenUsage
 from reporter.http_sink import HttpSink, RetryPolicy
 from reporter.readings import Reading
 from reporter.reporter import Reporter, run_app_server
-from reporter.sink import Backoff, DeliveryError
+from reporter.sink import Backoff, DeliveryError, RejectedRecord
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_sink import REJECTED_NAME, SpooledSink
 from schemas import SessionEvent, SourceKind, ThreadContextSnapshot
 from tests.samples import SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK
@@ -166,3 +166,26 @@ async def test_an_answered_interval_takes_effect_at_once_while_the_input_is_quie
         quiet.set()
         await loop
         await spooled.close()
+
+
+class _Rejecting(_Sink):
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        if snapshot.snapshot_version == 2:
+            raise RejectedRecord("422 captured_at is out of range")
+        return await super().send_snapshot(snapshot)
+
+
+async def test_a_record_the_receiver_rejects_is_set_aside_in_a_dead_letter_file(tmp_path: Path) -> None:
+    inner = _Rejecting()
+    spooled = SpooledSink(Spool(tmp_path), inner)
+    await spooled.start()
+    for version in (1, 2, 3):
+        await spooled.send_snapshot(snap("a", version))
+    await spooled.drained()
+    await spooled.close()
+    assert [s.snapshot_version for s in inner.snapshots] == [1, 3]
+    assert (spooled.delivered, spooled.rejected, len(Spool(tmp_path))) == (2, 1, 0)
+    [line] = (tmp_path / REJECTED_NAME).read_text().splitlines()
+    rejected = json.loads(line)
+    assert rejected["reason"] == "422 captured_at is out of range"
+    assert ThreadContextSnapshot.model_validate_json(json.dumps(rejected["snapshot"])) == snap("a", 2)
