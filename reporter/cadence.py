@@ -1,7 +1,9 @@
 """When to report (spec 5.1): at once on a significant change, else at least every interval of the reported level.
 
 Pure scheduling over an injected `now`. Per thread and source it keeps the latest reading and what was last sent. A
-reading is sent at once when it changes the level, the compaction count or must-finish (or is the thread's first);
+reading is sent at once when it changes the level, the compaction count or must-finish (or is the thread's first),
+except a reading whose usage predates its last compaction (`Reading.usage_stale`): nothing is sent for the thread,
+not even re-sends of the reading before, until the tool reports usage again;
 any other new reading waits for the due time. At the due time the latest reading is sent, or re-sent when nothing
 new arrived (a re-send has a new version and `captured_at`, so the engine sees the thread alive). The interval is the
 engine's `next_required_report_in_seconds` from the last answer (while the level stays the one answered), else spec
@@ -72,8 +74,8 @@ class _Thread:
         )
 
     def due_at(self, idle_after: timedelta) -> datetime | None:
-        if self.sent_resend == MAX_RESEND:
-            return None  # no version left between this reading and the next: wait for the next reading
+        if self.sent_resend == MAX_RESEND or self.reading.usage_stale:
+            return None  # no version left, or no current occupancy to report: wait for the next reading
         if self.sent is None or (not self.content_sent and self.significant()):
             return self.changed_at
         due = self.sent.at + self.sent.interval
@@ -154,7 +156,7 @@ class Cadence:
         return [
             Outgoing(t.reading, t.level, t.next_resend(), None if t.next_resend() == 0 else now)
             for t in self._threads.values()
-            if not t.content_sent and t.sent_resend != MAX_RESEND
+            if not t.content_sent and t.sent_resend != MAX_RESEND and not t.reading.usage_stale
         ]
 
     def next_due(self) -> datetime | None:

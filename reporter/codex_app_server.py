@@ -24,6 +24,7 @@ from schemas import SourceKind
 log = logging.getLogger(__name__)
 
 TOKEN_USAGE_UPDATED = "thread/tokenUsage/updated"
+ITEM_STARTED = "item/started"
 ITEM_COMPLETED = "item/completed"
 THREAD_COMPACTED = "thread/compacted"
 COMPACTION_ITEM = "contextCompaction"
@@ -38,6 +39,9 @@ class _Thread:
     usage_updates: int = 0
     compaction_mark: tuple[str, int] | None = None
     """(turn, usage updates) of the last counted compaction: a second announcement with the same mark is a repeat."""
+    usage_updates_at_compaction_start: int | None = None
+    """`usage_updates` when a compaction item started: a usage update after it is Codex's recomputed usage of the
+    compacted context; without a start seen, or without an update since, the usage is from before the compaction."""
 
 
 def _thread_id(params: dict[str, Any]) -> str:
@@ -92,10 +96,8 @@ class CodexAppServerParser:
         try:
             if method == TOKEN_USAGE_UPDATED:
                 return self._token_usage(params, now)
-            if method == ITEM_COMPLETED:
-                item = params.get("item") or {}
-                if item.get("type") == COMPACTION_ITEM:
-                    return self._compacted(params, now)
+            if method in (ITEM_STARTED, ITEM_COMPLETED) and (params.get("item") or {}).get("type") == COMPACTION_ITEM:
+                return self._compacted(params, now) if method == ITEM_COMPLETED else self._compacting(params)
             if method == THREAD_COMPACTED:
                 return self._compacted(params, now)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
@@ -118,21 +120,34 @@ class CodexAppServerParser:
         thread = replace(thread, window=window, usage_updates=thread.usage_updates + 1)
         return self._store(thread_id, thread, last, window, now)
 
+    def _compacting(self, params: dict[str, Any]) -> None:
+        thread_id = _thread_id(params)
+        thread = self._threads.get(thread_id, _Thread())
+        self._threads[thread_id] = replace(thread, usage_updates_at_compaction_start=thread.usage_updates)
+
     def _compacted(self, params: dict[str, Any], now: datetime) -> Reading | None:
         thread_id = _thread_id(params)
         thread = self._threads.get(thread_id, _Thread())
         mark = (params["turnId"], thread.usage_updates)
         if mark == thread.compaction_mark:
             return None
+        started = thread.usage_updates_at_compaction_start
+        stale = started is None or started == thread.usage_updates
         thread = replace(
-            thread, compaction_count=thread.compaction_count + 1, last_compaction_at=now, compaction_mark=mark
+            thread,
+            compaction_count=thread.compaction_count + 1,
+            last_compaction_at=now,
+            compaction_mark=mark,
+            usage_updates_at_compaction_start=None,
         )
         if thread.reading is None or thread.window is None:
             self._threads[thread_id] = thread  # counted; reported with the first usage
             return None
-        return self._store(thread_id, thread, thread.reading.last_usage, thread.window, now)
+        return self._store(thread_id, thread, thread.reading.last_usage, thread.window, now, usage_stale=stale)
 
-    def _store(self, thread_id: str, thread: _Thread, last: TokenUsage, window: int, now: datetime) -> Reading:
+    def _store(
+        self, thread_id: str, thread: _Thread, last: TokenUsage, window: int, now: datetime, usage_stale: bool = False
+    ) -> Reading:
         arrival_ms = int(now.timestamp() * 1000)
         previous = thread.reading.position if thread.reading else -1
         reading = Reading(
@@ -144,6 +159,7 @@ class CodexAppServerParser:
             context_window=window,
             compaction_count=thread.compaction_count,
             last_compaction_at=thread.last_compaction_at,
+            usage_stale=usage_stale,
         )
         self._threads[thread_id] = replace(thread, reading=reading)
         return reading

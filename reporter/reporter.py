@@ -71,6 +71,14 @@ class Reporter:
         except (ValidationError, ValueError) as error:
             log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
             return
+        if reading.usage_stale:
+            log.info(
+                "reporter: thread %r compacted (%d so far, last at %s); its occupancy is unknown until the tool reports"
+                " usage again, and nothing is sent for it until then",
+                reading.thread_id,
+                reading.compaction_count,
+                reading.last_compaction_at,
+            )
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
         self.woken.set()
 
