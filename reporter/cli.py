@@ -32,6 +32,7 @@ class Source(StrEnum):
 
 
 DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
+APP_SERVER_STATE = "app_server_threads.json"
 
 
 async def file_lines(path: Path | None) -> AsyncIterator[str]:
@@ -148,7 +149,7 @@ async def _run(
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
     try:
         if source is Source.CODEX_APP_SERVER:
-            parser = CodexAppServerParser()
+            parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
             await run_app_server(reporter, lines, parser)
             typer.echo(
                 f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True

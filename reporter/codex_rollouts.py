@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
@@ -184,11 +184,5 @@ class RolloutTailer:
         return readings
 
     def commit(self) -> None:
-        """Save the read positions atomically: write a temporary file beside the state file, then rename it."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_path.with_name(f".{self.state_path.name}.tmp")
-        with temporary.open("wb") as handle:
-            handle.write(_StateFile(files=self._files).model_dump_json(indent=1).encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
+        """Save the read positions atomically."""
+        write_atomically(self.state_path, _StateFile(files=self._files).model_dump_json(indent=1).encode())
