@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from reporter.budget import CODEX_PROFILES
+from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
@@ -31,6 +32,7 @@ class Source(StrEnum):
 
 
 DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
+APP_SERVER_STATE = "app_server_threads.json"
 
 
 async def file_lines(path: Path | None) -> AsyncIterator[str]:
@@ -108,7 +110,7 @@ def report(
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
-    asyncio.run(
+    undelivered = asyncio.run(
         _run(
             source,
             settings,
@@ -122,6 +124,8 @@ def report(
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
         )
     )
+    if undelivered:
+        raise typer.Exit(1)
 
 
 async def _run(
@@ -135,7 +139,8 @@ async def _run(
     poll_seconds: float,
     codex_profile: str,
     spool_dir: Path,
-) -> None:
+) -> int:
+    """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
     if isinstance(sink, KafkaSink):
         await sink.start()
     if source is not Source.EVENTS:
@@ -144,7 +149,11 @@ async def _run(
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
     try:
         if source is Source.CODEX_APP_SERVER:
-            await run_app_server(reporter, lines)
+            parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
+            await run_app_server(reporter, lines, parser)
+            typer.echo(
+                f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True
+            )
         elif source is Source.CODEX_ROLLOUTS:
             await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
         else:
@@ -152,7 +161,10 @@ async def _run(
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)
     finally:
         await sink.close()
-    if isinstance(sink, SpooledSink):
-        typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, left {len(sink.spool)}", err=True)
-    else:
+    if not isinstance(sink, SpooledSink):
         typer.echo(f"sent {reporter.sent} snapshots", err=True)
+        return 0
+    rejected = f"rejected {sink.rejected}" + (f" (set aside in {sink.rejected_path})" if sink.rejected else "")
+    left = f"left {len(sink.spool)}" + (" (kept for the next run)" if len(sink.spool) else "")
+    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}", err=True)
+    return sink.rejected + len(sink.spool)

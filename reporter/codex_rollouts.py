@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
@@ -48,6 +48,8 @@ class RolloutFileState(BaseModel):
     last_compaction_at: datetime | None = None
     last_position: int | None = None
     last_observed_at: datetime | None = None
+    usage_stale: bool = False
+    """A compaction came after the last token_count: the usage is from before it."""
 
     def reading(self) -> Reading | None:
         """The thread's latest reading (its position is the end offset of the line that made it)."""
@@ -62,6 +64,7 @@ class RolloutFileState(BaseModel):
             context_window=self.window,  # type: ignore[arg-type]
             compaction_count=self.compaction_count,
             last_compaction_at=self.last_compaction_at,
+            usage_stale=self.usage_stale,
         )
 
 
@@ -90,7 +93,7 @@ def parse_rollout_line(
         if kind == "session_meta":
             return state.model_copy(update={"thread_id": str(payload["id"])}), None
         if kind == "compacted":
-            update = {"compaction_count": state.compaction_count + 1, "last_compaction_at": at}
+            update = {"compaction_count": state.compaction_count + 1, "last_compaction_at": at, "usage_stale": True}
             return _with_reading(state.model_copy(update=update), end_offset, at)
         if kind == "event_msg" and payload.get("type") == "token_count":
             info = payload.get("info")
@@ -101,7 +104,7 @@ def parse_rollout_line(
             if type(window) is not int or window <= 0:
                 skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
                 return state, None
-            update = {"last_usage": _usage(info["last_token_usage"]), "window": window}
+            update = {"last_usage": _usage(info["last_token_usage"]), "window": window, "usage_stale": False}
             return _with_reading(state.model_copy(update=update), end_offset, at)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
@@ -181,11 +184,5 @@ class RolloutTailer:
         return readings
 
     def commit(self) -> None:
-        """Save the read positions atomically: write a temporary file beside the state file, then rename it."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_path.with_name(f".{self.state_path.name}.tmp")
-        with temporary.open("wb") as handle:
-            handle.write(_StateFile(files=self._files).model_dump_json(indent=1).encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
+        """Save the read positions atomically."""
+        write_atomically(self.state_path, _StateFile(files=self._files).model_dump_json(indent=1).encode())

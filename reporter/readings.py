@@ -49,6 +49,10 @@ class Reading:
     compaction_count: int = 0
     last_compaction_at: datetime | None = None
     must_finish: bool = False
+    usage_stale: bool = False
+    """The usage is from before the last compaction: the tool has not reported occupancy since. Such a reading is
+    never sent (its percent would present the old occupancy as current); the compaction's count and time go out with
+    the first usage reported after it."""
 
 
 def snapshot_version(position: int, resend: int = 0) -> int:
