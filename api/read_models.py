@@ -65,6 +65,8 @@ _THREAD_COLUMNS = (
     "handoff_package_status",
     "stale",
     "updated_at",
+    "handoff_decision_package_id",
+    "handoff_decision_reason",
 )
 
 

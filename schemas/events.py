@@ -65,6 +65,10 @@ class CompactionFinished(Record):
     tokens_after: TokenCount | None = None
     summary_token_count: TokenCount | None = Field(default=None, description="Size of the compaction summary.")
     handoff_ready: Flag = Field(description="A ready handoff package existed for this cycle when it started.")
+    wrap_up_requested: Flag = Field(
+        default=False,
+        description="A wrap-up (prepare_handoff / pre_compaction_wrap_up) was requested before it started.",
+    )
 
 
 class _ClientEventBase(Record):

@@ -527,6 +527,35 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        7,
+        "percents without loss; a compaction's wrap-up request beside its ready package; package verdicts",
+        (
+            # Float32 rounded 59.999999 up to 60: the thread page then disagreed with the ring and the project view
+            # (spec 9.6). Float64 holds every Percent the contract admits exactly as sent.
+            "ALTER TABLE thread_context_latest MODIFY COLUMN context_budget_remaining_pct Float64",
+            "ALTER TABLE thread_context_snapshots MODIFY COLUMN context_budget_remaining_pct Float64",
+            "ALTER TABLE context_events MODIFY COLUMN context_budget_remaining_pct Nullable(Float64)",
+            # Spec 9.5 asks both: was a wrap-up triggered before the compaction, and was a package ready (what saved
+            # the work). A request alone is not a wrap-up.
+            "ALTER TABLE compaction_events ADD COLUMN IF NOT EXISTS wrap_up_requested Bool DEFAULT false",
+            # The engine's verdict on the latest package it did not take as claimed (demoted or rejected).
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_package_id Nullable(String)",
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_reason String DEFAULT ''",
+            """
+            CREATE OR REPLACE VIEW analytics_compactions_daily AS
+            SELECT toDate(completed_at) AS day, project_id, trigger_mode,
+                   ifNull(model_profile, 'unknown') AS model_profile,
+                   count() AS compactions,
+                   countIf(handoff_ready) AS with_ready_handoff,
+                   with_ready_handoff / compactions AS ready_handoff_share,
+                   countIf(wrap_up_requested) AS with_wrap_up_requested,
+                   with_wrap_up_requested / compactions AS wrap_up_requested_share
+            FROM (SELECT * FROM compaction_events LIMIT 1 BY event_id)
+            GROUP BY day, project_id, trigger_mode, model_profile
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

@@ -72,6 +72,8 @@ THREAD_CONTEXT_LATEST = TableSpec(
         open_alert_ids=lambda s: [a.alert_id for a in s.open_alerts],
         handoff_package_id=lambda s: s.handoff and s.handoff.handoff_package_id,
         handoff_package_status=lambda s: s.handoff and s.handoff.package_status,
+        handoff_decision_package_id=lambda s: s.handoff_decision and s.handoff_decision.handoff_package_id,
+        handoff_decision_reason=lambda s: s.handoff_decision.reason if s.handoff_decision else "",
     ),
     versioned=True,
 )
@@ -245,6 +247,7 @@ COMPACTION_EVENTS = TableSpec(
         "summary_token_count",
         "handoff_ready",
         "model_profile",
+        "wrap_up_requested",
     ),
 )
 
