@@ -58,6 +58,8 @@ class Change(Generic[S]):
 
     state: S | None
     emits: list[Emit] = field(default_factory=list)
+    dead_letter: tuple[str, str] | None = None
+    """(reason, detail) when the record could not do all it should: it goes to the dead-letter topic as received."""
 
 
 def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
@@ -105,6 +107,8 @@ def fold_records(
         if change.state is not None:
             states[key] = result.states[key] = change.state
         result.emits.extend(change.emits)
+        if change.dead_letter is not None:
+            result.emits.append(dead_letter(message, *change.dead_letter, now, prefix))
     return result
 
 

@@ -3,10 +3,11 @@
 A budget reading becomes a `ThreadContextSnapshot` with `source_kind = worker_estimator` on `snapshots`, so the
 engine treats it like any worker's report and its precedence rules decide whether it wins (issue 6). The snapshot
 needs the thread's node, worker and project: they come from the events when the producer sets them, else from the
-engine's `thread-state`; a reading made before any of them is known is kept as the state's last reading and only
-the next one is published. Manual compaction requests leave as `compact_now` master actions, finished compactions
-as `compactions` records for the history tables; every reading also leaves as a `thread-projections` record (projected
-and sampled tokens, window, forecast band, latest manifest) for readers.
+engine's `thread-state`. An event whose reading cannot be published for want of them is still folded, and goes to
+the dead-letter topic (`identity_unknown`) so the gap is seen; the first event once they are known publishes.
+Manual compaction requests leave as `compact_now` master actions, finished compactions as `compactions` records
+for the history tables; every reading also leaves as a `thread-projections` record (projected and sampled tokens,
+window, forecast band, latest manifest) for readers.
 """
 
 from __future__ import annotations
@@ -91,15 +92,32 @@ def apply(
         return Change(None)
     changed = _identified(step.state, record)
     emits: list[Emit] = []
+    unidentified: tuple[str, str] | None = None
     if step.reading is not None:
         emits.append(Emit(THREAD_PROJECTIONS, changed.thread_id, thread_projection(changed, step.reading)))
         if (snapshot := estimator_snapshot(changed, step.reading)) is not None:
             emits.append(Emit(SNAPSHOTS, changed.thread_id, snapshot))
+        else:
+            # Nothing the pipeline knows names the thread's node, worker or project: say so, and leave the reading
+            # unmarked, so the first event once the identity is known (its own, or the engine's thread state)
+            # publishes one.
+            changed = changed.model_copy(
+                update={
+                    "last_reading": state.last_reading if state else None,
+                    "readings_emitted": state.readings_emitted if state else 0,
+                }
+            )
+            missing = [name for name in ("project_id", "node_id", "worker_id") if getattr(changed, name) is None]
+            unidentified = (
+                "identity_unknown",
+                f"folded, but its budget reading cannot become a snapshot: no {', '.join(missing)} for thread "
+                f"{changed.thread_id} (set them on the event, or report the thread's context first)",
+            )
     if step.compact_requested is not None and changed.project_id is not None:
         emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
     if isinstance(record, CompactionCompleted) and changed.project_id is not None:
         emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record, projection.profiles)))
-    return Change(changed, emits)
+    return Change(changed, emits, unidentified)
 
 
 def estimator_snapshot(state: ProjectionState, reading: BudgetReading) -> ThreadContextSnapshot | None:

@@ -136,3 +136,19 @@ def test_the_ending_cycle_counts_when_the_engine_saw_the_compaction_first() -> N
     states: dict[str, ProjectionState] = {}
     finished = _compaction_record(states, prepared, after, started(10), completed(12, before=231_000, after=9_000))
     assert (finished.handoff_ready, finished.wrap_up_requested) == (True, True)
+
+
+def test_an_event_without_identity_is_dead_lettered_and_the_next_one_after_the_thread_state_publishes() -> None:
+    states: dict[str, ProjectionState] = {}
+    first = _run([usage(200_000, model="gpt-5-codex", window=272_000)], states)
+    [letter] = [e.record for e in first.emits if e.topic == "deadletter"]
+    assert letter.reason == "identity_unknown"
+    assert "node_id" in letter.detail
+    assert letter.original_key == THREAD.encode()
+    assert not [e for e in first.emits if e.topic == "snapshots"]
+    engine_state = apply_snapshot(None, snapshot(pct=50.0), DEFAULT_POLICY, T0, EngineConfig()).slot.state
+    _run([engine_state], states)
+    later = _run([message(10, 1)], states)  # far below the reading step: published because none was yet
+    [emit] = [e for e in later.emits if e.topic == "snapshots"]
+    assert (emit.record.node_id, emit.record.snapshot_version) == (engine_state.node_id, 1)
+    assert not [e for e in later.emits if e.topic == "deadletter"]
