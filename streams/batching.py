@@ -37,6 +37,8 @@ class InputMessage:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: datetime | None = None
+    """The record's time in the log: what its outputs are stamped with, so that a replay stamps them alike."""
 
 
 @dataclass
@@ -74,7 +76,7 @@ def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, 
             detail=detail,
             original_key=message.key,
             original_value=message.value,
-            received_at=now,
+            received_at=message.timestamp or now,
         ),
     )
 

@@ -79,6 +79,7 @@ class Runtime:
             offset=message.offset,
             key=message.key,
             value=message.value,
+            timestamp=datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None,
         )
 
     async def send(self, emits: Sequence[Emit]) -> None:

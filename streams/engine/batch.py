@@ -127,13 +127,20 @@ def process_batch(
             result.emits.append(dead_letter(message, *refused, now, prefix))
             continue
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
-        step = _fold(slot, record, policy, now, config)
+        step = _fold(slot, record, policy, cause_time(message, slot, now), config)
         _count_outcome(result, step)
         if step.slot is not None:
             slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
     _publish_states(result)
     return result
+
+
+def cause_time(message: InputMessage, slot: ThreadSlot | None, now: datetime) -> datetime:
+    """The time a record's outputs carry: its own time in the log (the same on every replay, unlike the clock of the
+    worker applying it), never before the thread's last change (readers order a thread's states by it)."""
+    at = message.timestamp or now
+    return max(at, slot.state.updated_at) if slot is not None and slot.state is not None else at
 
 
 def _count_outcome(result: BatchResult[ThreadSlot], step: Step) -> None:

@@ -225,22 +225,41 @@ def apply_compaction_started(
 
 
 def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
-    """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons."""
+    """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons.
+
+    They are applied at the latest of the thread's deadlines that `now` has passed, not at `now`: the outputs then
+    carry the time that fired them, and a timer run again after a restart publishes the very same records."""
     state = slot.state
     if state is None:
         return UNCHANGED
+    passed = [deadline for deadline in _deadlines(state, config) if deadline <= now]
+    if not passed:
+        return UNCHANGED
+    at = max(*passed, state.updated_at)
     cause = f"{state.snapshot_id}:tick"
     emits: list[Emit] = []
-    if not state.stale and now >= state.report_deadline_at:
-        state = state.model_copy(update={"stale": True, "updated_at": now})
+    if not state.stale and at >= state.report_deadline_at:
+        state = state.model_copy(update={"stale": True, "updated_at": at})
         emits.append(_context_event(state, ContextEventType.UPDATED, f"{state.snapshot_id}:stale", "stale"))
-    expired = handoff.expire(state.handoff, now, config.handoff_ttl) if state.handoff is not None else None
+    expired = handoff.expire(state.handoff, at, config.handoff_ttl) if state.handoff is not None else None
     if expired is not None:
-        state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", now, config)
+        state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", at, config)
     else:
-        state, derived = _derive(state, cause, now, config)
+        state, derived = _derive(state, cause, at, config)
     emits += derived
     return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
+
+
+def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
+    """The instants at which something of the thread turns by time alone (see `_derive`)."""
+    deadlines = [] if state.stale else [state.report_deadline_at]
+    if state.handoff is not None and handoff.STATUS_ORDER[state.handoff.package_status] < 2:
+        deadlines.append(state.handoff.created_at + config.handoff_ttl)
+    if state.critical_since is not None:
+        deadlines.append(state.critical_since + config.handoff_missing_grace)
+    if state.compaction_expected_at is not None:
+        deadlines.append(state.compaction_expected_at - config.risk_horizon)
+    return deadlines
 
 
 # -- derivation -----------------------------------------------------------------------------------------------------
