@@ -73,7 +73,7 @@ _THREAD_COLUMNS = (
 def thread_detail(
     row: Row, checklist_json: str | None, compaction_count: int, recent: Sequence[Row]
 ) -> ThreadContextDetail:
-    """Spec 6.3 from the thread's latest row, its latest master action's checklist and its compaction history."""
+    """Spec 6.3 from the thread's latest row, its current checklist (the engine's) and its compaction history."""
     body = {name: row[name] for name in _THREAD_COLUMNS}
     body["pending_master_actions"] = row["due_actions"]
     if checklist_json:

@@ -14,6 +14,7 @@ from schemas.alert import ContextAlert
 from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, TextList, Timestamp, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, PackageStatus, SourceKind, WorkFact
 from schemas.handoff import HandoffPackage
+from schemas.views import WrapUpChecklist
 
 
 class SourceMark(Record):
@@ -88,6 +89,10 @@ class ThreadState(Record):
     )
     handoff_required_sent: Flag = Field(default=False, description="thread.handoff.required sent in this cycle.")
     due_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(default_factory=list)
+    wrap_up_checklist: WrapUpChecklist = Field(
+        default_factory=WrapUpChecklist,
+        description="The current spec 8.3 checklist from the thread's facts and package (the thread page shows it).",
+    )
     wrap_up_requested: Flag = Field(
         default=False, description="prepare_handoff / pre_compaction_wrap_up was issued since the last compaction."
     )

@@ -529,7 +529,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         7,
-        "percents without loss; a compaction's wrap-up request beside its ready package; package verdicts",
+        "percents without loss; a compaction's wrap-up request beside its ready package; package verdicts; checklist",
         (
             # Float32 rounded 59.999999 up to 60: the thread page then disagreed with the ring and the project view
             # (spec 9.6). Float64 holds every Percent the contract admits exactly as sent.
@@ -542,6 +542,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             # The engine's verdict on the latest package it did not take as claimed (demoted or rejected).
             "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_package_id Nullable(String)",
             "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_reason String DEFAULT ''",
+            # The thread's current checklist (spec 6.3), as the engine keeps it: the newest master action's copy went
+            # blank with compact_now and missed every change of facts that did not move the level.
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS wrap_up_checklist String DEFAULT ''",
             """
             CREATE OR REPLACE VIEW analytics_compactions_daily AS
             SELECT toDate(completed_at) AS day, project_id, trigger_mode,

@@ -74,6 +74,7 @@ THREAD_CONTEXT_LATEST = TableSpec(
         handoff_package_status=lambda s: s.handoff and s.handoff.package_status,
         handoff_decision_package_id=lambda s: s.handoff_decision and s.handoff_decision.handoff_package_id,
         handoff_decision_reason=lambda s: s.handoff_decision.reason if s.handoff_decision else "",
+        wrap_up_checklist=as_json("wrap_up_checklist"),
     ),
     versioned=True,
 )

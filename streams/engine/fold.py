@@ -173,7 +173,7 @@ def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: dateti
         return Step(slot.model_copy(update={"early_work_facts": updated}))
     state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
     if known is not None and known.active == event.active:
-        return Step(ThreadSlot(state=state))  # newer details of an unchanged fact: nothing to announce
+        return Step(ThreadSlot(state=_with_checklist(state)))  # newer details of an unchanged fact: nothing to announce
     state, derived = _derive(state, event.event_id, now, config)
     emits = [_context_event(state, ContextEventType.UPDATED, event.event_id, f"work_fact:{event.fact.value}")]
     return Step(ThreadSlot(state=state), emits + derived)
@@ -306,6 +306,7 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         state = state.model_copy(update={"open_alerts": open_alerts, "alert_sequence": sequence})
         emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
 
+    state = _with_checklist(state)
     due = actions_for_level(level)
     if due != state.due_actions:
         state = state.model_copy(
@@ -361,6 +362,12 @@ def _with_handoff(
         )
     state, derived = _derive(state, cause, now, config)
     return state, emits + derived
+
+
+def _with_checklist(state: ThreadState) -> ThreadState:
+    """The state with its current checklist: facts and packages change it whether or not the level moves."""
+    checklist = wrap_up_checklist(state)
+    return state if checklist == state.wrap_up_checklist else state.model_copy(update={"wrap_up_checklist": checklist})
 
 
 def _critical_since(previous: ThreadState | None, level: ContextBudgetLevel, now: datetime) -> datetime | None:

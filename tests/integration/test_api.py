@@ -37,6 +37,8 @@ from schemas import (
     Conversation,
     ConversationItem,
     HandoffPackage,
+    MasterAction,
+    MasterActionRecord,
     Record,
     ThreadContextSnapshot,
     ThreadHandoffRequired,
@@ -215,7 +217,8 @@ def test_the_thread_budget_is_the_engines_state_with_checklist_and_history(http,
     assert body["must_finish_before_compaction"] is state.must_finish_before_compaction
     assert body["handoff_package_status"] == (state.handoff.package_status if state.handoff else None)
     assert body["pending_master_actions"] == list(state.due_actions)
-    assert body["wrap_up_checklist"] == world.outputs_a["master-actions"][-1].checklist.model_dump(mode="json")
+    assert body["wrap_up_checklist"] == state.wrap_up_checklist.model_dump(mode="json")
+    assert body["wrap_up_checklist"]["files"]  # the engine's checklist, not a blank default
     assert body["compaction_history"]["compaction_count"] == 1
     assert body["compaction_history"]["recent"][0]["event_id"] == f"cc-{world.thread_a}"
 
@@ -511,3 +514,20 @@ def test_the_thread_page_says_why_the_engine_demoted_a_package(http, clickhouse)
     page = http.get(f"/api/v1/threads/{thread}/context-budget", headers=user_of(project)).json()
     assert (page["handoff_package_status"], page["handoff_decision_package_id"]) == ("draft", "hp-1")
     assert "summary_text" in page["handoff_decision_reason"]
+
+
+def test_the_checklist_shown_is_the_current_one_not_the_newest_action_rows(http, world, clickhouse) -> None:
+    """A compact_now action (no checklist) issued after the wrap-up must not blank the thread page's checklist."""
+    state = world.outputs_a["thread-state"][-1]
+    compact_now = MasterActionRecord(
+        action_id=f"{world.thread_a}:compact_now:x",
+        thread_id=world.thread_a,
+        project_id=world.project_a,
+        context_budget_level=state.context_budget_level,
+        actions=[MasterAction.COMPACT_NOW],
+        issued_at=at(3_600),
+    )
+    store(clickhouse, world.tag, "master-actions", [compact_now])
+    page = http.get(f"/api/v1/threads/{world.thread_a}/context-budget", headers=user_of(world.project_a)).json()
+    assert page["wrap_up_checklist"] == state.wrap_up_checklist.model_dump(mode="json")
+    assert page["wrap_up_checklist"]["files"] == ["a.py"]  # the package's critical files

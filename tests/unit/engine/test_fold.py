@@ -392,3 +392,17 @@ def test_invariants_hold_for_any_input_sequence(script: list) -> None:
             types = _open_alert_types(thread.state.open_alerts)
             assert len(types) == len(set(types))
             assert MasterAction.PREPARE_HANDOFF not in thread.state.due_actions or thread.state.wrap_up_requested
+
+
+def test_the_checklist_follows_the_facts_and_the_package_without_a_level_change() -> None:
+    thread = Thread()
+    thread.snap(50, 0)  # watch: the wrap-up was asked for once, with the checklist of that moment
+    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH, seconds=1), at(1), CONFIG))
+    assert thread.state.wrap_up_checklist.pending_patches == ["uncommitted_patch detail"]
+    assert thread.state.wrap_up_checklist.files == ["src/line_b.py"]
+    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH, False, seconds=2), at(2), CONFIG))
+    checklist = thread.state.wrap_up_checklist
+    assert (checklist.pending_patches, checklist.completed_patches) == ([], ["uncommitted_patch detail"])
+    thread.feed(apply_handoff(thread.slot, package("draft", seconds=3), at(3), CONFIG))
+    assert thread.state.wrap_up_checklist.last_key_command.command == "make"
+    assert thread.state.context_budget_level.value == "watch"
