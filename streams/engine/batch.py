@@ -17,6 +17,7 @@ from schemas import (
     CompactionStarted,
     DecodeError,
     HandoffPackage,
+    SnapshotVerdict,
     ThreadContextSnapshot,
     ThresholdPolicy,
     WorkFactChanged,
@@ -44,6 +45,7 @@ SESSION_EVENTS = "session-events"
 HANDOFF_PACKAGES = "handoff-packages"
 ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
 THREAD_STATE = "thread-state"
+SNAPSHOT_VERDICTS = "snapshot-verdicts"
 
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
@@ -129,6 +131,11 @@ def process_batch(
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
         step = _fold(slot, record, policy, cause_time(message, slot, now), config)
         _count_outcome(result, step)
+        if isinstance(record, ThreadContextSnapshot) and step.verdict is not None:
+            verdict = SnapshotVerdict(
+                snapshot=record, accepted=step.verdict is Verdict.ACCEPT, verdict=step.verdict.value
+            )
+            result.emits.append(Emit(SNAPSHOT_VERDICTS, thread_id, verdict))
         if step.slot is not None:
             slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
