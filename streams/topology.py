@@ -15,7 +15,7 @@
     snapshots [thread_id]          \\
     session-events [thread_id]      > thread_engine  -> table: thread slots
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
-    alert-commands-by-thread      /                     client-events, deadletter
+    alert-commands-by-thread      /                     client-events, snapshot-verdicts, deadletter
 
     aggregates:
     thread-state [thread_id]               \\ route_thread_state      -> table: thread routes
