@@ -124,7 +124,7 @@ def process_batch(
         if thread_id not in slots:
             slots[thread_id] = load(thread_id)
         slot = slots[thread_id]
-        refused = refusal(slot, record, now)
+        refused = refusal(slot, record, message.timestamp or now)  # the receiver's clock when the log took it
         if refused is not None:
             result.emits.append(dead_letter(message, *refused, now, prefix))
             continue
