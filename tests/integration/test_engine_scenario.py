@@ -15,8 +15,13 @@ from tests.unit.engine.builders import package, snapshot, work_fact
 
 pytestmark = pytest.mark.kafka
 
-# Deterministic timing: nothing goes stale during the test, and handoff_missing opens as soon as it is due.
-ENGINE_ENV = {"CTXBUDGET_STALE_FACTOR": "1000", "CTXBUDGET_HANDOFF_MISSING_GRACE_SECONDS": "0"}
+# Deterministic timing: nothing goes stale during the test, and handoff_missing opens as soon as it is due. The
+# scripted times are in the past: a package's TTL would otherwise run out at the first timer pass, racing the script.
+ENGINE_ENV = {
+    "CTXBUDGET_STALE_FACTOR": "1000",
+    "CTXBUDGET_HANDOFF_MISSING_GRACE_SECONDS": "0",
+    "CTXBUDGET_HANDOFF_TTL_SECONDS": "1e9",
+}
 
 
 @pytest.fixture
