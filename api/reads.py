@@ -14,7 +14,7 @@ from clickhouse_connect.driver.client import Client
 from api.cursor import NO_REPLY_RANK, SortKey
 from sinks.queries import Row
 from sinks.rows import VERSION_COLUMN
-from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, MASTER_ACTIONS, THREAD_CONTEXT_ALERTS
+from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, THREAD_CONTEXT_ALERTS
 
 
 def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
@@ -47,16 +47,6 @@ def alert(client: Client, alert_id: str) -> Row | None:
     sql = f"SELECT * EXCEPT ({VERSION_COLUMN}) FROM {THREAD_CONTEXT_ALERTS.name} FINAL WHERE alert_id = {{id:String}}"
     rows = _rows(client, sql, id=alert_id)
     return rows[0] if rows else None
-
-
-def latest_checklist(client: Client, thread_id: str) -> str | None:
-    """The wrap-up checklist (JSON) of the thread's latest master action: the engine's own, as issued."""
-    sql = (
-        f"SELECT checklist FROM {MASTER_ACTIONS.name} WHERE thread_id = {{id:String}}"
-        " ORDER BY issued_at DESC, action_id DESC LIMIT 1"
-    )
-    rows = _rows(client, sql, id=thread_id)
-    return rows[0]["checklist"] if rows else None
 
 
 def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[Row]]:

@@ -30,6 +30,7 @@ from schemas.events import (
     DeadLetter,
     MasterActionRecord,
     ProjectContextRiskUpdated,
+    SnapshotVerdict,
     ThreadHandoffReady,
     ThreadHandoffRequired,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "ProjectDetail",
     "Record",
     "SessionEvent",
+    "SnapshotVerdict",
     "SourceKind",
     "ThreadContextBudget",
     "ThreadContextSnapshot",
