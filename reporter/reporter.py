@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
 from reporter.cadence import Cadence, Outgoing
+from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
@@ -152,7 +153,7 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: RolloutTailer, poll_seconds: float = 1.0) -> None:
+async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTailer, poll_seconds: float = 1.0) -> None:
     """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
     with them and offered again on restart)."""
     for reading in tailer.restored():
