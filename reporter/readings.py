@@ -134,3 +134,7 @@ class SkipLog:
     def skip(self, reason: str, detail: str) -> None:
         self.counts[reason] += 1
         log.warning("%s: skipped a line (%s): %s", self.source, reason, detail[:200])
+
+    def note(self, reason: str) -> None:
+        """Count a line skipped as expected (unknown future types, known oddities): no warning per line."""
+        self.counts[reason] += 1
