@@ -31,8 +31,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from reporter.budget import TokenUsage
+from reporter.claude_events import (
+    TOOL_RESULT,
+    assistant_events,
+    boundary_event,
+    summary_events,
+    tool_calls,
+    trigger_of,
+    user_events,
+)
 from reporter.readings import Reading, SkipLog
-from schemas import SourceKind
+from schemas import SourceKind, TriggerMode
+from schemas.session_events import SessionEvent, ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,8 @@ DEFAULT_MAX_OUTPUT_TOKENS = 32_000
 OUTPUT_RESERVE_CAP = 20_000
 AUTO_COMPACT_BUFFER = 13_000
 SUBAGENT_DIR = "subagents"
+TOOL_NAMES_KEPT = 64
+"""Tool calls remembered to name their results: results follow their calls closely."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,12 @@ class TranscriptState(BaseModel):
     last_compaction_at: datetime | None = None
     last_position: int | None = None
     last_observed_at: datetime | None = None
+    tool_names: dict[str, str] = {}
+    last_surface: str | None = None
+    """What the last record added: `assistant`, `prompt` or `tool_result` (where an automatic compaction fired)."""
+    compaction_mode: TriggerMode | None = None
+    """The trigger of a compaction whose summary has not been read yet."""
+    compaction_pre_tokens: int | None = None
 
     def reading(self, profile: ClaudeCodeProfile) -> Reading | None:
         if self.session_id is None or self.used_tokens is None or self.last_position is None:
@@ -149,6 +167,7 @@ class LineResult:
     reading: Reading | None = None
     automatic_compaction_at: int | None = None
     """`preTokens` of an automatic compaction this line announced (the profile learns it)."""
+    events: tuple[SessionEvent, ...] = ()
 
 
 def parse_transcript_line(
@@ -171,44 +190,85 @@ def parse_transcript_line(
         if kind == "system" and record.get("subtype") == "compact_boundary":
             at = _timestamp(record)
             meta = record.get("compactMetadata") or {}
+            pre = meta.get("preTokens")
+            mode = trigger_of(meta.get("trigger"), state.last_surface)
             facts |= {
                 "compaction_count": state.compaction_count + 1,
                 "last_compaction_at": at,
                 "used_tokens": None,  # stale until the next reply
                 "reply_key": None,
+                "compaction_mode": mode,
+                "compaction_pre_tokens": pre if type(pre) is int else None,
             }
-            pre = meta.get("preTokens")
-            learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
-            return LineResult(state.model_copy(update=facts), None, learned)
-        if kind == "assistant":
-            message = record.get("message") or {}
-            usage = message.get("usage")
-            if not isinstance(usage, dict):
-                return LineResult(state.model_copy(update=facts))
-            key = f"{message.get('id')}|{record.get('requestId')}"
-            if key == state.reply_key:
-                return LineResult(state.model_copy(update=facts))
-            used = sum(
-                _count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-            )
-            at = _timestamp(record)
-            model = message.get("model")
-            facts |= {
-                "used_tokens": used,
-                "cache_read_tokens": _count(usage, "cache_read_input_tokens"),
-                "output_tokens": _count(usage, "output_tokens"),
-                "reply_key": key,
-                "last_position": end_offset,
-                "last_observed_at": at,
-            }
-            if isinstance(model, str) and model and not model.startswith("<"):  # `<synthetic>` replies name no model
-                facts["model"] = model
             state = state.model_copy(update=facts)
-            return LineResult(state, state.reading(profile))
+            learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
+            return LineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
+        if kind == "assistant":
+            return _assistant(state, record, facts, end_offset, profile)
+        if kind == "user":
+            return _user(state.model_copy(update=facts), record)
         return LineResult(state.model_copy(update=facts) if facts else state)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
         return LineResult(state)
+
+
+def _thread(state: TranscriptState) -> str:
+    if state.session_id is None:
+        raise ValueError("no session id yet")
+    return state.session_id
+
+
+def _assistant(
+    state: TranscriptState, record: dict[str, Any], facts: dict[str, Any], end_offset: int, profile: ClaudeCodeProfile
+) -> LineResult:
+    message = record.get("message") or {}
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return LineResult(state.model_copy(update=facts))
+    at = _timestamp(record)
+    names = {**state.tool_names, **tool_calls(record)}
+    facts |= {"tool_names": dict(list(names.items())[-TOOL_NAMES_KEPT:]), "last_surface": "assistant"}
+    key = f"{message.get('id')}|{record.get('requestId')}"
+    if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
+        state = state.model_copy(update=facts)
+        return LineResult(state, None, None, tuple(assistant_events(record, _thread(state), at, None)))
+    used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    model = message.get("model")
+    facts |= {
+        "used_tokens": used,
+        "cache_read_tokens": _count(usage, "cache_read_input_tokens"),
+        "output_tokens": _count(usage, "output_tokens"),
+        "reply_key": key,
+        "last_position": end_offset,
+        "last_observed_at": at,
+    }
+    if isinstance(model, str) and model and not model.startswith("<"):  # `<synthetic>` replies name no model
+        facts["model"] = model
+    state = state.model_copy(update=facts)
+    sample = UsageSample(
+        thread_id=_thread(state),
+        event_id=f"cc-{record['uuid']}-u",
+        occurred_at=at,
+        input_tokens=used,
+        cached_input_tokens=state.cache_read_tokens,
+        output_tokens=state.output_tokens,
+        model=state.model,
+        context_window_tokens=profile.window(state.model),
+    )
+    return LineResult(state, state.reading(profile), None, tuple(assistant_events(record, _thread(state), at, sample)))
+
+
+def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
+    at = _timestamp(record)
+    if record.get("isCompactSummary") is True:
+        mode = state.compaction_mode or TriggerMode.REQUEST_START
+        events = summary_events(record, _thread(state), at, mode, state.compaction_pre_tokens)
+        state = state.model_copy(update={"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None})
+        return LineResult(state, events=tuple(events))
+    events = user_events(record, _thread(state), at, state.tool_names)
+    surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
+    return LineResult(state.model_copy(update={"last_surface": surface}), events=tuple(events))
 
 
 class _StateFile(BaseModel):
@@ -227,8 +287,16 @@ class TranscriptTailer:
     temporary file, then rename). A file whose inode changed or that shrank below its offset is read from its start.
     """
 
-    def __init__(self, directory: Path, state_path: Path, profile: ClaudeCodeProfile | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        state_path: Path,
+        profile: ClaudeCodeProfile | None = None,
+        collect_events: bool = False,
+    ) -> None:
         self.directory = directory
+        self.collect_events = collect_events
+        self._events: list[SessionEvent] = []
         self.state_path = state_path
         self.skipped = SkipLog("claude code transcripts")
         state = self._load()
@@ -277,8 +345,19 @@ class TranscriptTailer:
                     self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
                 if result.reading is not None:
                     readings.append(result.reading)
+                if self.collect_events:
+                    self._events.extend(result.events)
         self._files[key] = state
         return readings
+
+    def take_events(self) -> list[SessionEvent]:
+        """The session events of the lines read since the last call (with `collect_events`)."""
+        events, self._events = self._events, []
+        return events
+
+    def return_events(self, events: list[SessionEvent]) -> None:
+        """Events taken but not delivered: first in line again."""
+        self._events[:0] = events
 
     def commit(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)

@@ -152,7 +152,8 @@ async def _run(
     spool_dir: Path,
     claude_profile: ClaudeCodeProfile,
 ) -> None:
-    if isinstance(sink, KafkaSink):
+    with_events = isinstance(sink, KafkaSink)  # spec 5.2 has no endpoint for session events
+    if with_events:
         await sink.start()
     if source is not Source.EVENTS:
         sink = SpooledSink(Spool(spool_dir), sink)
@@ -164,7 +165,9 @@ async def _run(
         elif source is Source.CODEX_ROLLOUTS:
             await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
         elif source is Source.CLAUDE_CODE:
-            await run_rollouts(reporter, TranscriptTailer(rollout_dir, state_file, claude_profile), poll_seconds)
+            await run_rollouts(
+                reporter, TranscriptTailer(rollout_dir, state_file, claude_profile, with_events), poll_seconds
+            )
         else:
             skipped = await run_events(sink, lines)
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)

@@ -161,10 +161,25 @@ async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTai
     while True:
         for reading in tailer.poll():
             reporter.observe(reading)
+        delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
         await reporter.flush()
-        tailer.commit()
+        if delivered:  # else a restart re-reads the lines and derives the same events again
+            tailer.commit()
         due = reporter.seconds_until_due()
         await asyncio.sleep(poll_seconds if due is None else min(poll_seconds, due))
+
+
+async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
+    """The transcript's session events; what could not be delivered is kept for the next round, in order."""
+    events = tailer.take_events()
+    for index, event in enumerate(events):
+        try:
+            await sink.send_event(event)
+        except DeliveryError as error:
+            log.warning("reporter: session events not delivered, retrying: %s", error)
+            tailer.return_events(events[index:])
+            return False
+    return True
 
 
 async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.readings import Identity, to_snapshot
-from schemas import SourceKind
+from schemas import SourceKind, TriggerMode
+from schemas.session_events import ToolResultAdded, UsageSample
 
 DATA = Path(__file__).parents[2] / "data" / "claude_code"
 AUTO = DATA / "slopometry-compaction-excerpt.jsonl"
@@ -123,3 +125,115 @@ async def test_the_reporter_sends_a_claude_thread_with_its_compaction(tmp_path: 
     last = sink.snapshots[-1]
     assert (last.thread_id, last.compaction_count, last.agent_tool) == (AUTO_SESSION, 1, "claude-code")
     assert last.context_budget_remaining_pct == (155_317 - 35_316) / 155_317 * 100
+
+
+def _events(tmp_path: Path, source: Path, session: str) -> list:
+    tailer = TranscriptTailer(_project(tmp_path, source, session), tmp_path / "state.json", collect_events=True)
+    tailer.poll()
+    return tailer.take_events()
+
+
+def test_transcript_events_carry_usage_surface_and_an_automatic_compaction_inside_a_tool_loop(tmp_path: Path) -> None:
+    events = _events(tmp_path, AUTO, AUTO_SESSION)
+    assert [e.input_tokens for e in events if isinstance(e, UsageSample)] == [
+        150_305,
+        151_622,
+        152_099,
+        152_785,
+        153_827,
+        154_980,
+        34_667,
+        35_316,
+    ]
+    compaction = [e for e in events if e.type.startswith("compaction")]
+    assert [(e.type, e.trigger_mode) for e in compaction] == [
+        ("compaction_started", TriggerMode.MID_LOOP),  # the last record before the boundary is a tool result
+        ("compaction_summary", TriggerMode.MID_LOOP),
+        ("compaction_completed", TriggerMode.MID_LOOP),
+    ]
+    assert compaction[0].tokens_before == compaction[2].tokens_before == 155_317
+    tools = [e for e in events if isinstance(e, ToolResultAdded)]
+    assert {e.tool_name for e in tools} >= {"Read", "Edit"}
+    assert not any(e.truncated for e in tools)
+    assert len({e.event_id for e in events}) == len(events)
+    assert _events(tmp_path / "again", AUTO, AUTO_SESSION) == events  # ids and times come from the records
+
+
+def test_a_manual_compaction_is_manual(tmp_path: Path) -> None:
+    events = _events(tmp_path, MANUAL, "ae4a77f8")
+    assert {e.trigger_mode for e in events if e.type.startswith("compaction")} == {TriggerMode.MANUAL}
+
+
+def test_a_tool_result_the_tool_cut_short_is_truncated(tmp_path: Path) -> None:
+    lines = [
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T10:00:00Z",
+            "requestId": "r1",
+            "message": {
+                "id": "m1",
+                "model": "claude-sonnet-4-5",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+                "content": [{"type": "tool_use", "id": "tu1", "name": "Glob", "input": {"pattern": "**"}}],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u1",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T10:00:01Z",
+            "toolUseResult": {"filenames": ["a"], "numFiles": 100, "truncated": True},
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "a\nb"}]},
+        },
+    ]
+    path = tmp_path / "p" / "s1.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tailer = TranscriptTailer(tmp_path, tmp_path / "st.json", collect_events=True)
+    tailer.poll()
+    (result,) = [e for e in tailer.take_events() if isinstance(e, ToolResultAdded)]
+    assert (result.tool_name, result.truncated) == ("Glob", True)
+
+
+def test_the_projection_drops_at_the_real_compaction(tmp_path: Path) -> None:
+    from streams.projection.config import ProjectionConfig
+    from streams.projection.estimator import TokenEstimator
+    from streams.projection.fold import fold
+    from streams.projection.profiles import ProfileSet
+
+    state, projected = None, []
+    for event in _events(tmp_path, AUTO, AUTO_SESSION):
+        step = fold(state, event, TokenEstimator(), ProfileSet(), ProjectionConfig())
+        state = step.state or state
+        projected.append((event.type, state.projected_tokens))
+    before = next(p for t, p in projected if t == "compaction_started")
+    after = next(p for t, p in projected if t == "compaction_summary")
+    assert before > 150_000
+    assert after < 40_000
+
+
+async def test_the_rollouts_loop_sends_a_transcripts_events_and_snapshots(tmp_path: Path) -> None:
+    import asyncio
+    import contextlib
+
+    from reporter.reporter import run_rollouts
+    from tests.unit.reporter.test_reporter import IDENTITY as REPORTER_IDENTITY
+    from tests.unit.reporter.test_reporter import Reporter, _Sink
+
+    projects = _project(tmp_path, MANUAL, "ae4a77f8")
+    tailer = TranscriptTailer(projects, tmp_path / "state.json", collect_events=True)
+    sink = _Sink()
+    task = asyncio.create_task(run_rollouts(Reporter(REPORTER_IDENTITY, sink), tailer, poll_seconds=0.05))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert [e.type for e in sink.events if e.type.startswith("compaction")] == [
+        "compaction_started",
+        "compaction_summary",
+        "compaction_completed",
+    ]
+    assert sink.snapshots[0].thread_id == "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the records name it
+    assert (tmp_path / "state.json").exists()
