@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,14 @@ from reporter.claude_events import (
     TOOL_RESULT,
     assistant_events,
     boundary_event,
+    shell_commands,
     summary_events,
     tool_calls,
+    tool_outcomes,
     trigger_of,
     user_events,
 )
+from reporter.git_facts import WorkFactTracker
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind, TriggerMode
 from schemas.session_events import SessionEvent, ToolResultAdded, UsageSample
@@ -168,6 +172,10 @@ class LineResult:
     automatic_compaction_at: int | None = None
     """`preTokens` of an automatic compaction this line announced (the profile learns it)."""
     events: tuple[SessionEvent, ...] = ()
+    commands: tuple[tuple[str, str], ...] = ()
+    """(tool-use id, command) of shell commands the line started."""
+    outcomes: tuple[tuple[str, bool], ...] = ()
+    """(tool-use id, failed) of tool results the line carried."""
 
 
 def parse_transcript_line(
@@ -232,7 +240,8 @@ def _assistant(
     key = f"{message.get('id')}|{record.get('requestId')}"
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
         state = state.model_copy(update=facts)
-        return LineResult(state, None, None, tuple(assistant_events(record, _thread(state), at, None)))
+        events = tuple(assistant_events(record, _thread(state), at, None))
+        return LineResult(state, None, None, events, tuple(shell_commands(record)))
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -256,7 +265,8 @@ def _assistant(
         model=state.model,
         context_window_tokens=profile.window(state.model),
     )
-    return LineResult(state, state.reading(profile), None, tuple(assistant_events(record, _thread(state), at, sample)))
+    events = tuple(assistant_events(record, _thread(state), at, sample))
+    return LineResult(state, state.reading(profile), None, events, tuple(shell_commands(record)))
 
 
 def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
@@ -268,7 +278,8 @@ def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
         return LineResult(state, events=tuple(events))
     events = user_events(record, _thread(state), at, state.tool_names)
     surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
-    return LineResult(state.model_copy(update={"last_surface": surface}), events=tuple(events))
+    state = state.model_copy(update={"last_surface": surface})
+    return LineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
 
 
 class _StateFile(BaseModel):
@@ -293,8 +304,12 @@ class TranscriptTailer:
         state_path: Path,
         profile: ClaudeCodeProfile | None = None,
         collect_events: bool = False,
+        facts: WorkFactTracker | None = None,
     ) -> None:
         self.directory = directory
+        self.facts = facts
+        self.touched: set[str] = set()
+        """Threads with lines read since the last `take_touched` (their work facts may have changed)."""
         self.collect_events = collect_events
         self._events: list[SessionEvent] = []
         self.state_path = state_path
@@ -347,13 +362,33 @@ class TranscriptTailer:
                     readings.append(result.reading)
                 if self.collect_events:
                     self._events.extend(result.events)
+                if self.facts is not None:
+                    self._track(result, result.state)
         self._files[key] = state
         return readings
+
+    def _track(self, result: LineResult, state: TranscriptState) -> None:
+        if self.facts is None or state.session_id is None or state.cwd is None:
+            return
+        self.facts.observe_cwd(state.session_id, state.cwd)
+        at = state.last_observed_at or datetime.min.replace(tzinfo=UTC)
+        for call_id, command in result.commands:
+            self.facts.observe_command(state.session_id, call_id, command, at)
+        for call_id, failed in result.outcomes:
+            self.facts.observe_result(state.session_id, call_id, failed)
+        self.touched.add(state.session_id)
+
+    def take_touched(self) -> set[str]:
+        touched, self.touched = self.touched, set()
+        return touched
 
     def take_events(self) -> list[SessionEvent]:
         """The session events of the lines read since the last call (with `collect_events`)."""
         events, self._events = self._events, []
         return events
+
+    def queue_events(self, events: Sequence[SessionEvent]) -> None:
+        self._events.extend(events)
 
     def return_events(self, events: list[SessionEvent]) -> None:
         """Events taken but not delivered: first in line again."""

@@ -81,6 +81,33 @@ def assistant_events(
     return events
 
 
+def shell_commands(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(tool-use id, command) of the shell calls of an assistant record."""
+    content = (record.get("message") or {}).get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        (str(b["id"]), b["input"]["command"])
+        for b in content
+        if isinstance(b, dict)
+        and b.get("type") == "tool_use"
+        and b.get("name") == "Bash"
+        and isinstance((b.get("input") or {}).get("command"), str)
+    ]
+
+
+def tool_outcomes(record: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(tool-use id, failed) of the tool results of a user record."""
+    content = (record.get("message") or {}).get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        (str(b.get("tool_use_id")), b.get("is_error") is True)
+        for b in content
+        if isinstance(b, dict) and b.get("type") == TOOL_RESULT
+    ]
+
+
 def tool_calls(record: dict[str, Any]) -> dict[str, str]:
     """Tool-use ids of an assistant record -> tool names."""
     content = (record.get("message") or {}).get("content")

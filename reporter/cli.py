@@ -15,6 +15,7 @@ import typer
 from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
+from reporter.git_facts import WorkFactTracker
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
@@ -166,7 +167,9 @@ async def _run(
             await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
         elif source is Source.CLAUDE_CODE:
             await run_rollouts(
-                reporter, TranscriptTailer(rollout_dir, state_file, claude_profile, with_events), poll_seconds
+                reporter,
+                TranscriptTailer(rollout_dir, state_file, claude_profile, with_events, WorkFactTracker()),
+                poll_seconds,
             )
         else:
             skipped = await run_events(sink, lines)

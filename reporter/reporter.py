@@ -161,12 +161,26 @@ async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTai
     while True:
         for reading in tailer.poll():
             reporter.observe(reading)
+        if isinstance(tailer, TranscriptTailer):
+            _work_facts(reporter, tailer)
         delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
         await reporter.flush()
         if delivered:  # else a restart re-reads the lines and derives the same events again
             tailer.commit()
         due = reporter.seconds_until_due()
         await asyncio.sleep(poll_seconds if due is None else min(poll_seconds, due))
+
+
+def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
+    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
+    if tailer.facts is None:
+        return
+    now = reporter.clock()
+    for thread_id in sorted(tailer.take_touched()):
+        changes = tailer.facts.evaluate(thread_id, now, reporter.identity.project_id)
+        if tailer.collect_events:
+            tailer.queue_events(changes)
+        reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
 async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
