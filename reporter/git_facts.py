@@ -1,7 +1,8 @@
 """Spec 4.2 work facts of a thread, from its working directory (git) and the commands it ran.
 
 - `uncommitted_patch`: `git status --porcelain` lists changes (the files go to the checklist).
-- `unrecorded_test_results`: a test command ran after the last commit (its conclusion is not in history yet).
+- `unrecorded_test_results`: a test command ran after the last commit (its conclusion is not in history yet); the
+  detail is that conclusion (`<command>: passed|failed|running`), which the checklist shows.
 - `unrecorded_decisions`: changed, uncommitted files under the configured decision paths.
 - `uninterruptible_hardware_step`: a command matching the hardware patterns started and has not finished.
 - `awaiting_cross_node_reply`: a running command matching the waiting patterns.
@@ -153,7 +154,7 @@ class WorkFactTracker:
         waiting = [c.command for c in running if self.patterns.matches(self.patterns.waiting, c.command)]
         return {
             WorkFact.UNCOMMITTED_PATCH: (bool(view.changed_files), "", view.changed_files),
-            WorkFact.UNRECORDED_TEST_RESULTS: (untested, test.command if untested and test else "", ()),
+            WorkFact.UNRECORDED_TEST_RESULTS: (untested, _conclusion(test) if untested and test else "", ()),
             WorkFact.UNRECORDED_DECISIONS: (bool(decisions), "", decisions),
             WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP: (bool(hardware), "; ".join(hardware), ()),
             WorkFact.AWAITING_CROSS_NODE_REPLY: (bool(waiting), "; ".join(waiting), ()),
@@ -198,8 +199,10 @@ class WorkFactTracker:
         files = thread.facts.get(WorkFact.UNCOMMITTED_PATCH, (False, "", ()))[2]
         last = max(thread.commands.values(), key=lambda c: c.at, default=None)
         test = self._last_test(thread)
-        conclusion = None
-        if test is not None:
-            state = "running" if not test.finished else "failed" if test.failed else "passed"
-            conclusion = f"{test.command}: {state}"
-        return Checklist(files, last.command if last else None, conclusion)
+        return Checklist(files, last.command if last else None, _conclusion(test) if test else None)
+
+
+def _conclusion(test: _Command) -> str:
+    """The engine's checklist shows this detail as the last test conclusion (spec 8.3)."""
+    state = "running" if not test.finished else "failed" if test.failed else "passed"
+    return f"{test.command}: {state}"

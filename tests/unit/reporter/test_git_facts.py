@@ -55,7 +55,7 @@ def test_edit_test_and_commit(tmp_path: Path) -> None:
     tracker.observe_result("t1", "call-1", failed=False)
     events = tracker.evaluate("t1", T0 + timedelta(minutes=3))
     assert [(e.fact, e.active, e.detail) for e in events] == [
-        (WorkFact.UNRECORDED_TEST_RESULTS, True, ".venv/bin/python -m pytest tests -q")
+        (WorkFact.UNRECORDED_TEST_RESULTS, True, ".venv/bin/python -m pytest tests -q: passed")
     ]
     checklist = tracker.checklist("t1")
     assert checklist.files == ("app.py",)
