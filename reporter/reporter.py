@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
 from reporter.cadence import Cadence, Outgoing
+from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
@@ -163,7 +164,7 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: RolloutTailer, poll_seconds: float = 1.0) -> None:
+async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTailer, poll_seconds: float = 1.0) -> None:
     """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
     with them and offered again on restart)."""
     for reading in tailer.restored():
@@ -172,11 +173,40 @@ async def run_rollouts(reporter: Reporter, tailer: RolloutTailer, poll_seconds: 
         reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
         for reading in tailer.poll():
             reporter.observe(reading)
+        if isinstance(tailer, TranscriptTailer):
+            _work_facts(reporter, tailer)
+        delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
         await reporter.flush()
-        tailer.commit()
+        if delivered:  # else a restart re-reads the lines and derives the same events again
+            tailer.commit()
         due = reporter.seconds_until_due()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
+
+
+def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
+    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
+    if tailer.facts is None:
+        return
+    now = reporter.clock()
+    for thread_id in sorted(tailer.take_touched()):
+        changes = tailer.facts.evaluate(thread_id, now, reporter.identity.project_id)
+        if tailer.collect_events:
+            tailer.queue_events(changes)
+        reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
+
+
+async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
+    """The transcript's session events; what could not be delivered is kept for the next round, in order."""
+    events = tailer.take_events()
+    for index, event in enumerate(events):
+        try:
+            await sink.send_event(event)
+        except DeliveryError as error:
+            log.warning("reporter: session events not delivered, retrying: %s", error)
+            tailer.return_events(events[index:])
+            return False
+    return True
 
 
 async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:
