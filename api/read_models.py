@@ -67,13 +67,15 @@ _THREAD_COLUMNS = (
     "handoff_package_status",
     "stale",
     "updated_at",
+    "handoff_decision_package_id",
+    "handoff_decision_reason",
 )
 
 
 def thread_detail(
     row: Row, checklist_json: str | None, compaction_count: int, recent: Sequence[Row]
 ) -> ThreadContextDetail:
-    """Spec 6.3 from the thread's latest row, its latest master action's checklist and its compaction history."""
+    """Spec 6.3 from the thread's latest row, its current checklist (the engine's) and its compaction history."""
     body = {name: row[name] for name in _THREAD_COLUMNS}
     items = action_items(row.get("master_action_items") or "[]")
     body["pending_master_actions"] = [item.action for item in items if item.open]

@@ -16,12 +16,7 @@ from api.cursor import NO_REPLY_RANK, SortKey
 from schemas import MasterActionItem
 from sinks.queries import Row
 from sinks.rows import VERSION_COLUMN
-from sinks.tables import (
-    COMPACTION_EVENTS,
-    CONVERSATION_INDICATORS,
-    MASTER_ACTIONS,
-    THREAD_CONTEXT_ALERTS,
-)
+from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, THREAD_CONTEXT_ALERTS
 
 _ITEMS: TypeAdapter[list[MasterActionItem]] = TypeAdapter(list[MasterActionItem])
 
@@ -60,16 +55,6 @@ def alert(client: Client, alert_id: str) -> Row | None:
 
 def action_items(items_json: str) -> list[MasterActionItem]:
     return _ITEMS.validate_json(items_json or "[]")
-
-
-def latest_checklist(client: Client, thread_id: str) -> str | None:
-    """The wrap-up checklist (JSON) of the thread's latest master action record: the engine's own, as published."""
-    sql = (
-        f"SELECT checklist FROM {MASTER_ACTIONS.name} WHERE thread_id = {{id:String}}"
-        " ORDER BY state_changed_at DESC, issued_at DESC, action_id DESC LIMIT 1"
-    )
-    rows = _rows(client, sql, id=thread_id)
-    return rows[0]["checklist"] if rows else None
 
 
 def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[Row]]:

@@ -51,6 +51,6 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         "past the state the request needs; `detail` says why.",
         413: "Body larger than the limit.",
         422: "Invalid path, query, header or body; `detail` lists the failing fields.",
-        503: "Kafka did not acknowledge the write; retry after `Retry-After` seconds.",
+        503: "A backing service (Kafka for writes, ClickHouse for SQL) is unavailable; retry later (`Retry-After`).",
     }
     return {code: {"description": described[code]} for code in codes}

@@ -19,7 +19,7 @@ from enum import StrEnum
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import ClickHouseError
+from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 
 class SqlFormat(StrEnum):
@@ -48,6 +48,10 @@ _MEDIA_TYPES = {
 }
 
 
+class SqlUnavailable(RuntimeError):
+    """The database could not be opened for the query: the server's condition, not the query's fault."""
+
+
 class SqlRefused(ValueError):
     """The statement was not run, or ClickHouse stopped it: the message says why (ClickHouse's own when it decided)."""
 
@@ -73,7 +77,10 @@ _REFUSED_KINDS = {"KillQueryQuery": "KILL is refused: it could stop the pipeline
 def run_readonly(dsn: str, query: str, fmt: SqlFormat, limits: SqlLimits) -> bytes:
     """The result of `query` in `fmt`, as ClickHouse formats it; SqlRefused when it was refused or failed.
     Blocking: call it from a thread."""
-    client = _readonly_client(dsn, limits)
+    try:
+        client = _readonly_client(dsn, limits)
+    except DatabaseError as error:
+        raise SqlUnavailable(f"the database cannot be opened for a query: {error}") from error
     try:
         statement = _single_statement(client, query)
         kind = _refuse_side_effects(client, statement)

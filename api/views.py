@@ -44,6 +44,10 @@ class ThreadContextDetail(ThreadContextBudget):
     )
     latest_context_manifest: ContextManifest | None = None
     compaction_history: CompactionHistory = Field(default_factory=CompactionHistory)
+    handoff_decision_package_id: str | None = Field(
+        default=None, description="The latest package the engine demoted or rejected, while that verdict is current."
+    )
+    handoff_decision_reason: str = Field(default="", description="Why the engine demoted or rejected it.")
 
 
 class AlertAckAccepted(Record):

@@ -1,11 +1,15 @@
 """When to report (spec 5.1): at once on a significant change, else at least every interval of the reported level.
 
 Pure scheduling over an injected `now`. Per thread and source it keeps the latest reading and what was last sent. A
-reading is sent at once when it changes the level, the compaction count or must-finish (or is the thread's first);
+reading is sent at once when it changes the level, the compaction count or must-finish (or is the thread's first),
+except a reading whose usage predates its last compaction (`Reading.usage_stale`): nothing is sent for the thread,
+not even re-sends of the reading before, until the tool reports usage again;
 any other new reading waits for the due time. At the due time the latest reading is sent, or re-sent when nothing
 new arrived (a re-send has a new version and `captured_at`, so the engine sees the thread alive). The interval is the
-engine's `next_required_report_in_seconds` from the last answer, else spec 5.1's for the reported level. A thread
-with no new reading for `idle_after` is no longer re-sent: the engine then marks it stale, which is the truth.
+engine's `next_required_report_in_seconds` from the last answer (while the level stays the one answered), else spec
+5.1's for the reported level. A thread
+with no news for `idle_after`, counted from the time of its latest reading (not from when the reporter read it), is no
+longer re-sent: the engine then marks it stale, which is the truth.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class _Sent:
     compaction_count: int
     must_finish: bool
     interval: timedelta
+    answered: bool = False
+    """The interval is the engine's answer (it holds for later sends at the same level until the next answer)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,10 @@ class _Thread:
     reading: Reading
     level: ContextBudgetLevel
     changed_at: datetime
-    """When the reading last changed (a new reading, or must-finish set): the start of the idle window."""
+    """When the reporter saw the reading change (a new reading, or must-finish set): a significant change is due."""
+    active_at: datetime
+    """The time of the thread's latest news: the reading's own time (a rollout line's timestamp), or when the worker
+    changed must-finish. The idle window starts here, so a session that ended long ago is not revived by re-sends."""
     sent: _Sent | None = None
     sent_resend: int | None = None
     """The resend ordinal last sent of this reading; None while this reading was never sent."""
@@ -65,12 +74,12 @@ class _Thread:
         )
 
     def due_at(self, idle_after: timedelta) -> datetime | None:
-        if self.sent_resend == MAX_RESEND:
-            return None  # no version left between this reading and the next: wait for the next reading
+        if self.sent_resend == MAX_RESEND or self.reading.usage_stale:
+            return None  # no version left, or no current occupancy to report: wait for the next reading
         if self.sent is None or (not self.content_sent and self.significant()):
             return self.changed_at
         due = self.sent.at + self.sent.interval
-        if self.content_sent and due > self.changed_at + idle_after:
+        if self.content_sent and due > self.active_at + idle_after:
             return None
         return due
 
@@ -97,6 +106,7 @@ class Cadence:
             reading=reading,
             level=level,
             changed_at=now,
+            active_at=now if same_position else reading.observed_at,
             sent=previous.sent if previous else None,
             # A changed reading at the same position must go out under a new version: continue its resend count.
             sent_resend=previous.sent_resend if same_position and previous else None,
@@ -118,9 +128,16 @@ class Cadence:
         thread = self._threads[key]
         if thread.reading != outgoing.reading:
             return  # a newer reading arrived while this one was in flight; it stays due
-        interval = next_required_seconds or self.intervals[outgoing.level]
         reading = outgoing.reading
-        mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, timedelta(seconds=interval))
+        if next_required_seconds is not None:
+            interval, answered = timedelta(seconds=next_required_seconds), True
+        elif thread.sent is not None and thread.sent.answered and thread.sent.level is outgoing.level:
+            # A spooled send is answered later: until then the engine's last word holds (a project's strict policy
+            # may ask for more than spec 5.1's interval of the level).
+            interval, answered = thread.sent.interval, True
+        else:
+            interval, answered = timedelta(seconds=self.intervals[outgoing.level]), False
+        mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, interval, answered)
         self._threads[key] = replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True)
 
     def answered(self, key: ThreadKey, version: int, next_required_seconds: int) -> None:
@@ -132,14 +149,14 @@ class Cadence:
         if snapshot_version(thread.reading.position, thread.sent_resend) != version:
             return
         interval = timedelta(seconds=next_required_seconds)
-        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval))
+        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval, answered=True))
 
     def unsent(self, now: datetime) -> list[Outgoing]:
         """Every reading whose content was not sent yet, due or not (when the input ends, nothing more will come)."""
         return [
             Outgoing(t.reading, t.level, t.next_resend(), None if t.next_resend() == 0 else now)
             for t in self._threads.values()
-            if not t.content_sent and t.sent_resend != MAX_RESEND
+            if not t.content_sent and t.sent_resend != MAX_RESEND and not t.reading.usage_stale
         ]
 
     def next_due(self) -> datetime | None:

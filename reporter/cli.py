@@ -13,7 +13,10 @@ from typing import Annotated
 import typer
 
 from reporter.budget import CODEX_PROFILES
+from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
+from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.git_facts import WorkFactTracker
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
@@ -28,9 +31,12 @@ class Source(StrEnum):
     CODEX_APP_SERVER = "codex-app-server"
     CODEX_ROLLOUTS = "codex-rollouts"
     EVENTS = "events"
+    CLAUDE_CODE = "claude-code"
 
 
 DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
+DEFAULT_CLAUDE_DIR = Path.home() / ".claude" / "projects"
+APP_SERVER_STATE = "app_server_threads.json"
 
 
 async def file_lines(path: Path | None) -> AsyncIterator[str]:
@@ -79,17 +85,25 @@ def report(
     exec_command: Annotated[
         str | None, typer.Option("--exec", help="app-server / events: read the stdout of this command instead.")
     ] = None,
-    rollout_dir: Annotated[Path, typer.Option("--dir", help="codex-rollouts: the sessions directory.")] = (
-        DEFAULT_ROLLOUT_DIR
-    ),
+    rollout_dir: Annotated[
+        Path | None,
+        typer.Option("--dir", help="codex-rollouts / claude-code: the sessions (projects) directory."),
+    ] = None,
     state_file: Annotated[
-        Path | None, typer.Option(help="codex-rollouts: read positions (default: <data dir>/reporter/rollouts.json).")
+        Path | None,
+        typer.Option(help="codex-rollouts / claude-code: read positions (default: <data dir>/reporter/<source>.json)."),
     ] = None,
     poll_seconds: Annotated[float, typer.Option(min=0.05, help="codex-rollouts: how often to look for lines.")] = 1.0,
     api_url: Annotated[
         str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Report through the API (else Kafka).")
     ] = None,
     token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    claude_max_output: Annotated[
+        int, typer.Option(min=1, help="claude-code: the model's max output tokens (sets the compaction point).")
+    ] = ClaudeCodeProfile.max_output_tokens,
+    claude_window: Annotated[int, typer.Option(min=1, help="claude-code: the context window.")] = (
+        ClaudeCodeProfile.window_tokens
+    ),
     codex_profile: Annotated[
         str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
     ] = "reference",
@@ -108,20 +122,26 @@ def report(
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
-    asyncio.run(
+    claude = source is Source.CLAUDE_CODE
+    directory = rollout_dir or (DEFAULT_CLAUDE_DIR if claude else DEFAULT_ROLLOUT_DIR)
+    state_name = "claude-code.json" if claude else "rollouts.json"
+    undelivered = asyncio.run(
         _run(
             source,
             settings,
             _sink(settings, api_url, token),
             identity,
             lines,
-            rollout_dir,
-            state_file or settings.resolved_data_dir / "reporter" / "rollouts.json",
+            directory,
+            state_file or settings.resolved_data_dir / "reporter" / state_name,
             poll_seconds,
             codex_profile,
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
+            ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output),
         )
     )
+    if undelivered:
+        raise typer.Exit(1)
 
 
 async def _run(
@@ -135,8 +155,11 @@ async def _run(
     poll_seconds: float,
     codex_profile: str,
     spool_dir: Path,
-) -> None:
-    if isinstance(sink, KafkaSink):
+    claude_profile: ClaudeCodeProfile,
+) -> int:
+    """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
+    with_events = isinstance(sink, KafkaSink)  # spec 5.2 has no endpoint for session events
+    if with_events:
         await sink.start()
     if source is not Source.EVENTS:
         sink = SpooledSink(Spool(spool_dir), sink)
@@ -144,15 +167,28 @@ async def _run(
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
     try:
         if source is Source.CODEX_APP_SERVER:
-            await run_app_server(reporter, lines)
+            parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
+            await run_app_server(reporter, lines, parser)
+            typer.echo(
+                f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True
+            )
         elif source is Source.CODEX_ROLLOUTS:
             await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
+        elif source is Source.CLAUDE_CODE:
+            await run_rollouts(
+                reporter,
+                TranscriptTailer(rollout_dir, state_file, claude_profile, with_events, WorkFactTracker()),
+                poll_seconds,
+            )
         else:
             skipped = await run_events(sink, lines)
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)
     finally:
         await sink.close()
-    if isinstance(sink, SpooledSink):
-        typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, left {len(sink.spool)}", err=True)
-    else:
+    if not isinstance(sink, SpooledSink):
         typer.echo(f"sent {reporter.sent} snapshots", err=True)
+        return 0
+    rejected = f"rejected {sink.rejected}" + (f" (set aside in {sink.rejected_path})" if sink.rejected else "")
+    left = f"left {len(sink.spool)}" + (" (kept for the next run)" if len(sink.spool) else "")
+    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}", err=True)
+    return sink.rejected + len(sink.spool)

@@ -1,9 +1,10 @@
 """Codex rollout files (JSONL session logs) -> readings with source `codex_sdk`, and a tailer that resumes.
 
-A rollout line is `{"timestamp": ..., "type": ..., "payload": ...}`. Used: `session_meta` (the thread id), `event_msg`
-with payload `token_count` (`info.last_token_usage`, `info.model_context_window`; the cumulative
-`info.total_token_usage` is no measure of occupancy) and `compacted` (one per compaction; the `context_compacted`
-event_msg that may follow announces the same compaction and is not counted again).
+A rollout line is `{"timestamp": ..., "type": ..., "payload": ...}`. Used: `session_meta` (the thread id), the window,
+the last request's usage (`token_count` or `token_usage_record`; the cumulative total is no measure of occupancy),
+the model (`turn_context`), and compaction notices, as the Codex versions in use write them (`reporter.codex_formats`).
+A heartbeat (`info: null`) or an exact repeat of the last usage changes nothing; a usage above the window (the
+compaction request's own, written around a compaction) is no occupancy. Unknown types are counted, quietly.
 
 The tailer keeps, per file, its read offset and the thread's facts so far, and saves them in one JSON state file
 (written to a temporary file and renamed, so a crash leaves the old or the new state, never half of one). It consumes
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -22,14 +22,23 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
+from reporter.codex_formats import (
+    ECHO_OF,
+    TOKEN_USAGE_RECORD,
+    compaction_announcement,
+    last_usage_of,
+    model_of,
+    window_of,
+)
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
 
 log = logging.getLogger(__name__)
 
 STATE_FORMAT = 1
-KNOWN_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
+KNOWN_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted", TOKEN_USAGE_RECORD})
 _FILE_THREAD_ID = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$")
 """Codex names a rollout `rollout-<time>-<thread uuid>.jsonl`: the id is known before `session_meta` is read."""
 
@@ -48,6 +57,13 @@ class RolloutFileState(BaseModel):
     last_compaction_at: datetime | None = None
     last_position: int | None = None
     last_observed_at: datetime | None = None
+    usage_stale: bool = False
+    """A compaction came after the last token_count: the usage is from before it."""
+    model: str | None = None
+    last_usage_digest: str | None = None
+    """Of the last usage record read: an exact repeat changes nothing."""
+    compaction_echo: str | None = None
+    """The kind of notice (`record` or `event`) that would announce the compaction last counted a second time."""
 
     def reading(self) -> Reading | None:
         """The thread's latest reading (its position is the end offset of the line that made it)."""
@@ -62,15 +78,14 @@ class RolloutFileState(BaseModel):
             context_window=self.window,  # type: ignore[arg-type]
             compaction_count=self.compaction_count,
             last_compaction_at=self.last_compaction_at,
+            usage_stale=self.usage_stale,
+            model=self.model,
         )
 
 
-def _usage(raw: Any) -> TokenUsage:
-    fields = ("total_tokens", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
-    values = {name: raw.get(name, 0) for name in fields}
-    if "total_tokens" not in raw or any(type(v) is not int or v < 0 for v in values.values()):
-        raise ValueError("token usage needs non-negative integer counts, total_tokens included")
-    return TokenUsage(**values)
+def _stated_window(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    window = window_of(kind, payload)
+    return {} if window is None else {"window": window}
 
 
 def parse_rollout_line(
@@ -88,27 +103,36 @@ def parse_rollout_line(
         if at.tzinfo is None:
             raise ValueError("timestamp without an offset")
         if kind == "session_meta":
-            return state.model_copy(update={"thread_id": str(payload["id"])}), None
-        if kind == "compacted":
-            update = {"compaction_count": state.compaction_count + 1, "last_compaction_at": at}
+            update: dict[str, Any] = {"thread_id": str(payload["id"])}
+            return state.model_copy(update=update | _stated_window(kind, payload)), None
+        if (model := model_of(kind, payload)) is not None:
+            return state.model_copy(update={"model": model}), None
+        if (announced := compaction_announcement(kind, payload)) is not None:
+            if state.compaction_echo == announced:
+                return state.model_copy(update={"compaction_echo": None}), None  # the same compaction's other notice
+            update = {"compaction_count": state.compaction_count + 1, "last_compaction_at": at, "usage_stale": True}
+            update["compaction_echo"] = ECHO_OF[announced]
             return _with_reading(state.model_copy(update=update), end_offset, at)
-        if kind == "event_msg" and payload.get("type") == "token_count":
-            info = payload.get("info")
-            if info is None:
-                return state, None  # a rate-limit-only update
-            _usage(info["total_token_usage"])  # validated only: the cumulative total is no measure of occupancy
-            window = info.get("model_context_window") or state.window
-            if type(window) is not int or window <= 0:
+        state = state.model_copy(update=_stated_window(kind, payload))
+        if (usage := last_usage_of(kind, payload)) is not None:
+            last, digest = usage
+            if digest == state.last_usage_digest:
+                return state, None  # Codex writes each usage record twice
+            if state.window is None:
                 skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
                 return state, None
-            update = {"last_usage": _usage(info["last_token_usage"]), "window": window}
+            if last.total_tokens > state.window:
+                # Around a compaction Codex reports the compaction request's usage, larger than the window.
+                skipped.note("usage_above_window")
+                return state.model_copy(update={"last_usage_digest": digest}), None
+            update = {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
             return _with_reading(state.model_copy(update=update), end_offset, at)
+        if kind not in KNOWN_TYPES:
+            skipped.note("unknown_type")
+        return state, None
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
         return state, None
-    if kind not in KNOWN_TYPES:
-        skipped.skip("unknown_type", f"offset {end_offset}: {kind!r}")
-    return state, None
 
 
 def _with_reading(state: RolloutFileState, end_offset: int, at: datetime) -> tuple[RolloutFileState, Reading | None]:
@@ -181,11 +205,5 @@ class RolloutTailer:
         return readings
 
     def commit(self) -> None:
-        """Save the read positions atomically: write a temporary file beside the state file, then rename it."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_path.with_name(f".{self.state_path.name}.tmp")
-        with temporary.open("wb") as handle:
-            handle.write(_StateFile(files=self._files).model_dump_json(indent=1).encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
+        """Save the read positions atomically."""
+        write_atomically(self.state_path, _StateFile(files=self._files).model_dump_json(indent=1).encode())

@@ -3,6 +3,9 @@
 The body is exactly the 5.2 request. The snapshot's identity travels in headers (`Idempotency-Key`: snapshot_id,
 `X-Snapshot-Version`), since the 5.2 body has no field for them and the API must not invent a version of its own.
 Transient failures (unreachable, 429, 502, 503, 504) are retried with exponential backoff, honouring `Retry-After`.
+Only a report the receiver finds invalid (400, 413, 422) is rejected for good; any other refusal (a bad token 401/403,
+a wrong URL 404, a broken server 500) is the operator's to fix, so the record is kept (`DeliveryError`) and the
+spool sends it again once the fix is in.
 Plain urllib in a thread: one blocking request per report is all a worker needs, and it adds no dependency.
 """
 
@@ -24,6 +27,8 @@ from schemas.codec import encode_record
 
 REPORT_PATH = "/api/v1/workers/{worker_id}/thread-context"  # spec 5.2
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+INVALID_STATUS = frozenset({400, 413, 422})
+"""The receiver refused the record itself: sending it again cannot succeed."""
 _SNAPSHOT_IDENTITY = frozenset({"snapshot_id", "snapshot_version"})
 
 
@@ -103,8 +108,10 @@ class HttpSink:
             else:
                 if 200 <= answer.status < 300:
                     return WorkerReportResponse.model_validate_json(answer.body).next_required_report_in_seconds
-                if answer.status not in TRANSIENT_STATUS:
+                if answer.status in INVALID_STATUS:
                     raise RejectedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
+                if answer.status not in TRANSIENT_STATUS:
+                    raise DeliveryError(f"{url}: {answer.status} {answer.body[:500]!r} (kept, to send once fixed)")
                 last_failure = f"{answer.status} {answer.body[:200]!r}"
                 retry_after = retry_after_seconds(answer.headers, datetime.now(UTC))
             if attempt + 1 < self.retry.attempts:

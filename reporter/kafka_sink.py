@@ -33,13 +33,18 @@ class KafkaSink:
     """Sends each record and waits for its acknowledgement; the engine answers no interval, so spec 5.1's apply."""
 
     def __init__(self, bootstrap_servers: str, topic_prefix: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
         self.topic_prefix = topic_prefix
-        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, enable_idempotence=True, acks="all")
+        self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
+        # aiokafka binds its producer to the running loop: it can only be built once one runs (`asyncio.run`).
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, enable_idempotence=True, acks="all")
         await self._producer.start()
 
     async def _send(self, record: KafkaRecord) -> None:
+        if self._producer is None:
+            raise RuntimeError("KafkaSink.start() was not awaited")
         try:
             await self._producer.send_and_wait(record.topic, record.value, key=record.key)
         except KafkaError as error:  # the producer's own retries are spent: the spool waits and sends again
@@ -53,4 +58,5 @@ class KafkaSink:
         await self._send(event_record(event, self.topic_prefix))
 
     async def close(self) -> None:
-        await self._producer.stop()
+        if self._producer is not None:
+            await self._producer.stop()

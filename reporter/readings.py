@@ -49,6 +49,16 @@ class Reading:
     compaction_count: int = 0
     last_compaction_at: datetime | None = None
     must_finish: bool = False
+    usage_stale: bool = False
+    """The usage is from before the last compaction: the tool has not reported occupancy since. Such a reading is
+    never sent (its percent would present the old occupancy as current); the compaction's count and time go out with
+    the first usage reported after it."""
+    agent_tool: str | None = None
+    model: str | None = None
+    budget_pct: float | None = None
+    """Set by a source with its own model profile (Claude Code); else the Codex profile computes it."""
+    shown_pct: float | None = None
+    """The percent the tool itself displays, when the source knows it; else Codex's own for Codex sources."""
 
 
 def snapshot_version(position: int, resend: int = 0) -> int:
@@ -63,8 +73,22 @@ def snapshot_id(thread_id: str, source_kind: SourceKind, version: int, captured_
 
 
 def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
-    """The snapshot's budget: room before Codex's auto-compaction (not the percent Codex displays)."""
+    """The snapshot's budget: room before the tool's auto-compaction (not the percent the tool displays)."""
+    if reading.budget_pct is not None:
+        return reading.budget_pct
     return profile.budget_pct(reading.last_usage, reading.context_window)
+
+
+_CODEX_SOURCES = frozenset({SourceKind.CODEX_APP_SERVER, SourceKind.CODEX_SDK})
+
+
+def shown_pct(reading: Reading, profile: CodexProfile) -> float | None:
+    """The percent the user sees in the tool, to put beside the budget."""
+    if reading.shown_pct is not None:
+        return reading.shown_pct
+    if reading.source_kind in _CODEX_SOURCES:
+        return float(profile.percent_remaining(reading.last_usage, reading.context_window))
+    return None
 
 
 def reading_level(reading: Reading, profile: CodexProfile) -> ContextBudgetLevel:
@@ -98,6 +122,9 @@ def to_snapshot(
         last_compaction_at=reading.last_compaction_at,
         compaction_count=reading.compaction_count,
         captured_at=captured_at,
+        agent_tool=reading.agent_tool or ("codex" if reading.source_kind in _CODEX_SOURCES else None),
+        model=reading.model,
+        shown_remaining_pct=shown_pct(reading, profile),
     )
 
 
@@ -111,3 +138,7 @@ class SkipLog:
     def skip(self, reason: str, detail: str) -> None:
         self.counts[reason] += 1
         log.warning("%s: skipped a line (%s): %s", self.source, reason, detail[:200])
+
+    def note(self, reason: str) -> None:
+        """Count a line skipped as expected (unknown future types, known oddities): no warning per line."""
+        self.counts[reason] += 1

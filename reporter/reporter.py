@@ -12,6 +12,7 @@ stays due.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
 from reporter.cadence import Cadence, Outgoing
+from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
@@ -57,6 +59,8 @@ class Reporter:
         self.sent = 0
         self._must_finish: dict[str, bool] = {}
         self._paused_until = datetime.min.replace(tzinfo=UTC)
+        self.woken = asyncio.Event()
+        """Set when what is due may have changed (a reading, an answered interval): the run loops wait on it."""
         if isinstance(sink, SpooledSink):
             sink.on_answer = self.answered
 
@@ -68,7 +72,16 @@ class Reporter:
         except (ValidationError, ValueError) as error:
             log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
             return
+        if reading.usage_stale:
+            log.info(
+                "reporter: thread %r compacted (%d so far, last at %s); its occupancy is unknown until the tool reports"
+                " usage again, and nothing is sent for it until then",
+                reading.thread_id,
+                reading.compaction_count,
+                reading.last_compaction_at,
+            )
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
+        self.woken.set()
 
     def set_must_finish(self, thread_id: str, value: bool) -> None:
         """Spec 4.2 as the worker knows it; a change is significant and goes out at once under a new version."""
@@ -109,6 +122,7 @@ class Reporter:
         if next_required_seconds is not None:
             key = (snapshot.thread_id, snapshot.source_kind)
             self.cadence.answered(key, snapshot.snapshot_version, next_required_seconds)
+            self.woken.set()  # a shorter interval applies now, not after the sleep computed under the old one
 
     def _snapshot(self, item: Outgoing) -> ThreadContextSnapshot:
         return to_snapshot(item.reading, self.identity, self.profile, item.resend, item.captured_at)
@@ -129,20 +143,18 @@ async def run_app_server(
     being read); the cadence keeps only each thread's latest reading, so memory stays bounded by the threads.
     """
     parser = parser or CodexAppServerParser()
-    arrived = asyncio.Event()
 
     async def read() -> None:
         async for line in lines:
             if (reading := parser.feed(line, reporter.clock())) is not None:
                 reporter.observe(reading)
-                arrived.set()
 
     reader = asyncio.create_task(read())
     try:
         while not reader.done():
-            arrived.clear()
+            reporter.woken.clear()
             await reporter.flush()
-            waiter = asyncio.create_task(arrived.wait())
+            waiter = asyncio.create_task(reporter.woken.wait())
             timeout = reporter.seconds_until_due()
             await asyncio.wait({reader, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
@@ -152,18 +164,49 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: RolloutTailer, poll_seconds: float = 1.0) -> None:
+async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTailer, poll_seconds: float = 1.0) -> None:
     """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
     with them and offered again on restart)."""
     for reading in tailer.restored():
         reporter.observe(reading)
     while True:
+        reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
         for reading in tailer.poll():
             reporter.observe(reading)
+        if isinstance(tailer, TranscriptTailer):
+            _work_facts(reporter, tailer)
+        delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
         await reporter.flush()
-        tailer.commit()
+        if delivered:  # else a restart re-reads the lines and derives the same events again
+            tailer.commit()
         due = reporter.seconds_until_due()
-        await asyncio.sleep(poll_seconds if due is None else min(poll_seconds, due))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
+
+
+def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
+    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
+    if tailer.facts is None:
+        return
+    now = reporter.clock()
+    for thread_id in sorted(tailer.take_touched()):
+        changes = tailer.facts.evaluate(thread_id, now, reporter.identity.project_id)
+        if tailer.collect_events:
+            tailer.queue_events(changes)
+        reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
+
+
+async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
+    """The transcript's session events; what could not be delivered is kept for the next round, in order."""
+    events = tailer.take_events()
+    for index, event in enumerate(events):
+        try:
+            await sink.send_event(event)
+        except DeliveryError as error:
+            log.warning("reporter: session events not delivered, retrying: %s", error)
+            tailer.return_events(events[index:])
+            return False
+    return True
 
 
 async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:

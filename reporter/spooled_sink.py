@@ -2,15 +2,19 @@
 delivers the spool in order, with backoff, removing each record only after the receiver confirmed it.
 
 Whatever the receiver does, `send_snapshot` costs one fsynced append, so the reader of a source never waits for the
-API or Kafka. Session events are not versioned (a resend is no harmless duplicate to the projection), so they go
-straight to the inner sink.
+API or Kafka. A record the receiver rejects as invalid leaves the spool only after it was appended (fsynced) to the
+dead-letter file beside it, `rejected.jsonl`: one JSON object a line with the reason and the snapshot, never lost.
+Session events are not versioned (a resend is no harmless duplicate to the projection), so they go straight to the
+inner sink.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 
 from reporter.sink import Backoff, DeliveryError, RejectedRecord, Sink
@@ -19,6 +23,7 @@ from schemas import SessionEvent, ThreadContextSnapshot
 
 log = logging.getLogger(__name__)
 
+REJECTED_NAME = "rejected.jsonl"
 OUTAGE_BACKOFF = Backoff(base_delay_seconds=1.0, max_delay_seconds=60.0)
 DEFAULT_DRAIN_SECONDS = 10.0
 """How long `close` waits for the spool to empty; what is left is delivered by the next run."""
@@ -42,6 +47,8 @@ class SpooledSink:
         self.drain_seconds = drain_seconds
         self.on_answer: Answered | None = None
         self.delivered = 0
+        self.rejected = 0
+        self.rejected_path = spool.directory / REJECTED_NAME
         self._sleep = sleep
         self._appended = asyncio.Event()
         self._drained = asyncio.Event()
@@ -62,7 +69,7 @@ class SpooledSink:
         await self.sink.send_event(event)
 
     async def drained(self) -> None:
-        """Returns once every spooled snapshot was delivered (or rejected)."""
+        """Returns once every spooled snapshot was delivered (or rejected and set aside)."""
         await self._drained.wait()
 
     async def close(self) -> None:
@@ -97,10 +104,27 @@ class SpooledSink:
                 await self._sleep(delay)
                 continue
             except RejectedRecord as error:
-                log.error("spool: the receiver rejected a snapshot of thread %r: %s", record.snapshot.thread_id, error)
-                interval = None  # removed all the same: the same record would be rejected again
+                self._set_aside(record.snapshot, str(error))
+                self.spool.remove(record.seq)
+                failures = 0
+                continue
             failures = 0
             self.spool.remove(record.seq)
             self.delivered += 1
             if self.on_answer is not None:
                 self.on_answer(record.snapshot, interval)
+
+    def _set_aside(self, snapshot: ThreadContextSnapshot, reason: str) -> None:
+        """The same record would be rejected again: keep it, with the reason, where an operator can look at it."""
+        line = json.dumps({"reason": reason, "snapshot": snapshot.model_dump(mode="json")}, ensure_ascii=False)
+        with self.rejected_path.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        self.rejected += 1
+        log.error(
+            "spool: the receiver rejected a snapshot of thread %r (set aside in %s): %s",
+            snapshot.thread_id,
+            self.rejected_path,
+            reason,
+        )

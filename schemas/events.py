@@ -18,6 +18,7 @@ from schemas.enums import (
     MasterActionState,
     TriggerMode,
 )
+from schemas.snapshot import ThreadContextSnapshot
 from schemas.views import ContextBudgetIndicator, WrapUpChecklist
 
 
@@ -79,6 +80,21 @@ class CompactionFinished(Record):
     tokens_after: TokenCount | None = None
     summary_token_count: TokenCount | None = Field(default=None, description="Size of the compaction summary.")
     handoff_ready: Flag = Field(description="A ready handoff package existed for this cycle when it started.")
+    wrap_up_requested: Flag = Field(
+        default=False,
+        description="A wrap-up (prepare_handoff / pre_compaction_wrap_up) was requested before it started.",
+    )
+
+
+class SnapshotVerdict(Record):
+    """A record on `snapshot-verdicts` [thread_id]: what the engine made of one snapshot it read.
+
+    The history analysts read (`thread_context_snapshots`) holds the accepted ones; the input log beside it every
+    one, with the reason a rejected one changed nothing."""
+
+    snapshot: ThreadContextSnapshot
+    accepted: Flag
+    verdict: Name = Field(description="accept, not_newer (a duplicate or older version) or shadowed (a lower source).")
 
 
 class _ClientEventBase(Record):

@@ -127,9 +127,22 @@ class ProjectionState(Record):
     project_id: Id | None = None
     node_id: Id | None = Field(default=None, description="From the events, else the engine's thread state.")
     worker_id: Id | None = Field(default=None, description="From the events, else the engine's thread state.")
-    handoff_ready: Flag = Field(default=False, description="The engine's thread state holds a ready package.")
+    handoff_ready: Flag = Field(
+        default=False, description="The engine's thread state holds a package ready for its current cycle."
+    )
+    wrap_up_requested: Flag = Field(default=False, description="The engine asked for a wrap-up in its current cycle.")
+    cycle_started_at: Timestamp | None = Field(
+        default=None, description="The engine's current cycle began with this compaction (its last_compaction_at)."
+    )
+    previous_handoff_ready: Flag = Field(default=False, description="`handoff_ready` as last seen in the cycle before.")
+    previous_wrap_up_requested: Flag = Field(
+        default=False, description="`wrap_up_requested` as last seen in the cycle before."
+    )
     handoff_ready_at_compaction: Flag = Field(
         default=False, description="A ready package existed when the open (or last) compaction started (spec 9.5)."
+    )
+    wrap_up_requested_at_compaction: Flag = Field(
+        default=False, description="A wrap-up had been requested when the open (or last) compaction started."
     )
     sample: UsageAnchor | None = None
     sampled_surface_tokens: TokenCount = Field(default=0, description="Surface when the sample landed (seed 003).")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, Timestamp, Version
+from schemas.base import Count, Flag, Id, Name, Percent, Record, Seconds, ShortText, Timestamp, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind
 from schemas.master_actions import MasterActionItem
 
@@ -31,6 +31,14 @@ class WorkerReportRequest(Record):
     last_compaction_at: Timestamp | None = Field(default=None, description="Absent when the thread never compacted.")
     compaction_count: Count = 0
     captured_at: Timestamp
+    agent_tool: Name | None = Field(
+        default=None, description="Additive: the agent tool that runs the thread (codex, claude-code), when known."
+    )
+    model: Name | None = Field(default=None, description="Additive: the model of the thread's latest request.")
+    shown_remaining_pct: Percent | None = Field(
+        default=None,
+        description="Additive: the percent left that the agent tool itself displays (its own formula, not the budget).",
+    )
 
     @model_validator(mode="after")
     def _compaction_facts_agree(self) -> WorkerReportRequest:

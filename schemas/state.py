@@ -12,9 +12,10 @@ from pydantic import Field
 
 from schemas.alert import ContextAlert
 from schemas.base import Count, Flag, Id, Percent, Record, Seconds, ShortText, TextList, Timestamp, Version
-from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind, WorkFact
+from schemas.enums import ContextBudgetLevel, MasterAction, PackageStatus, SourceKind, WorkFact
 from schemas.handoff import HandoffPackage
 from schemas.master_actions import MasterActionItem
+from schemas.views import WrapUpChecklist
 
 
 class SourceMark(Record):
@@ -36,6 +37,15 @@ class WorkFactState(Record):
     changed_at: Timestamp
     detail: ShortText = ""
     files: TextList = Field(default_factory=list)
+
+
+class HandoffDecision(Record):
+    """The engine's verdict on the latest package it did not take as claimed: demoted to a draft, or rejected."""
+
+    handoff_package_id: Id
+    claimed_status: PackageStatus
+    kept_status: PackageStatus | None = Field(default=None, description="None: rejected, the current package stays.")
+    reason: ShortText
 
 
 class ThreadState(Record):
@@ -75,10 +85,17 @@ class ThreadState(Record):
     open_alerts: Annotated[list[ContextAlert], Field(max_length=16)] = Field(default_factory=list)
     alert_sequence: Count = Field(default=0, description="Alerts opened so far for this thread (stable alert ids).")
     handoff: HandoffPackage | None = Field(default=None, description="The thread's current handoff package.")
+    handoff_decision: HandoffDecision | None = Field(
+        default=None, description="Why the latest package was demoted or rejected; None once one is taken as claimed."
+    )
     handoff_required_sent: Flag = Field(default=False, description="thread.handoff.required sent in this cycle.")
     due_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(default_factory=list)
     master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
         default_factory=list, description="The actions issued in this cycle that are still due, open or done."
+    )
+    wrap_up_checklist: WrapUpChecklist = Field(
+        default_factory=WrapUpChecklist,
+        description="The current spec 8.3 checklist from the thread's facts and package (the thread page shows it).",
     )
     wrap_up_requested: Flag = Field(
         default=False, description="prepare_handoff / pre_compaction_wrap_up was issued since the last compaction."

@@ -529,6 +529,58 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         7,
+        "exact percents; wrap-up requests beside ready packages; package verdicts; checklist; snapshot input log",
+        (
+            # Float32 rounded 59.999999 up to 60: the thread page then disagreed with the ring and the project view
+            # (spec 9.6). Float64 holds every Percent the contract admits exactly as sent.
+            "ALTER TABLE thread_context_latest MODIFY COLUMN context_budget_remaining_pct Float64",
+            "ALTER TABLE thread_context_snapshots MODIFY COLUMN context_budget_remaining_pct Float64",
+            "ALTER TABLE context_events MODIFY COLUMN context_budget_remaining_pct Nullable(Float64)",
+            # Spec 9.5 asks both: was a wrap-up triggered before the compaction, and was a package ready (what saved
+            # the work). A request alone is not a wrap-up.
+            "ALTER TABLE compaction_events ADD COLUMN IF NOT EXISTS wrap_up_requested Bool DEFAULT false",
+            # The engine's verdict on the latest package it did not take as claimed (demoted or rejected).
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_package_id Nullable(String)",
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS handoff_decision_reason String DEFAULT ''",
+            # The thread's current checklist (spec 6.3), as the engine keeps it: the newest master action's copy went
+            # blank with compact_now and missed every change of facts that did not move the level.
+            "ALTER TABLE thread_context_latest ADD COLUMN IF NOT EXISTS wrap_up_checklist String DEFAULT ''",
+            # Every snapshot the engine read and its verdict; thread_context_snapshots keeps the accepted ones.
+            """
+            CREATE TABLE IF NOT EXISTS thread_context_snapshot_inputs
+            (
+                snapshot_id String,
+                project_id LowCardinality(String),
+                thread_id String,
+                source_kind LowCardinality(String),
+                context_budget_remaining_pct Float64,
+                context_budget_level LowCardinality(String),
+                snapshot_version UInt64,
+                captured_at DateTime64(3, 'UTC') CODEC(Delta, ZSTD),
+                accepted Bool,
+                verdict LowCardinality(String)
+            )
+            ENGINE = MergeTree
+            PARTITION BY toYYYYMM(captured_at)
+            ORDER BY (project_id, thread_id, captured_at, snapshot_id)
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            CREATE OR REPLACE VIEW analytics_compactions_daily AS
+            SELECT toDate(completed_at) AS day, project_id, trigger_mode,
+                   ifNull(model_profile, 'unknown') AS model_profile,
+                   count() AS compactions,
+                   countIf(handoff_ready) AS with_ready_handoff,
+                   with_ready_handoff / compactions AS ready_handoff_share,
+                   countIf(wrap_up_requested) AS with_wrap_up_requested,
+                   with_wrap_up_requested / compactions AS wrap_up_requested_share
+            FROM (SELECT * FROM compaction_events LIMIT 1 BY event_id)
+            GROUP BY day, project_id, trigger_mode, model_profile
+            """,
+        ),
+    ),
+    Migration(
+        8,
         "master actions with a lifecycle (a row per state), threads' current actions, projects' subtask targets",
         (
             """
@@ -561,6 +613,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {
     "thread_context_snapshots": "captured_at",
+    "thread_context_snapshot_inputs": "captured_at",
     "context_events": "occurred_at",
     "alert_transitions": "transitioned_at",
     "compaction_events": "completed_at",

@@ -26,7 +26,7 @@ from schemas import (
     DeadLetter,
     MasterActionRecord,
     ProjectDetail,
-    ThreadContextSnapshot,
+    SnapshotVerdict,
     ThreadState,
     ThresholdPolicy,
 )
@@ -73,6 +73,9 @@ THREAD_CONTEXT_LATEST = TableSpec(
         handoff_package_id=lambda s: s.handoff and s.handoff.handoff_package_id,
         handoff_package_status=lambda s: s.handoff and s.handoff.package_status,
         master_action_items=as_json("master_actions"),
+        handoff_decision_package_id=lambda s: s.handoff_decision and s.handoff_decision.handoff_package_id,
+        handoff_decision_reason=lambda s: s.handoff_decision.reason if s.handoff_decision else "",
+        wrap_up_checklist=as_json("wrap_up_checklist"),
     ),
     versioned=True,
 )
@@ -198,6 +201,32 @@ THREAD_CONTEXT_SNAPSHOTS = TableSpec(
     ),
 )
 
+SNAPSHOT_INPUT_FIELDS = (
+    "snapshot_id",
+    "project_id",
+    "thread_id",
+    "source_kind",
+    "context_budget_remaining_pct",
+    "context_budget_level",
+    "snapshot_version",
+    "captured_at",
+)
+
+
+def _of_snapshot(name: str) -> Callable[[SnapshotVerdict], Any]:
+    return lambda verdict: getattr(verdict.snapshot, name)
+
+
+THREAD_CONTEXT_SNAPSHOT_INPUTS = TableSpec(
+    "thread_context_snapshot_inputs",
+    columns(
+        **{name: _of_snapshot(name) for name in SNAPSHOT_INPUT_FIELDS},
+        accepted=lambda verdict: verdict.accepted,
+        verdict=lambda verdict: verdict.verdict,
+    ),
+)
+"""Every snapshot the engine read, with its verdict: the raw input log beside the accepted history."""
+
 CONTEXT_EVENTS = TableSpec(
     "context_events",
     columns(
@@ -247,6 +276,7 @@ COMPACTION_EVENTS = TableSpec(
         "summary_token_count",
         "handoff_ready",
         "model_profile",
+        "wrap_up_requested",
     ),
 )
 
@@ -307,6 +337,7 @@ TABLES: tuple[TableSpec, ...] = (
     PROJECT_CONTEXT_RISK,
     THRESHOLD_POLICIES,
     THREAD_CONTEXT_SNAPSHOTS,
+    THREAD_CONTEXT_SNAPSHOT_INPUTS,
     CONTEXT_EVENTS,
     ALERT_TRANSITIONS,
     COMPACTION_EVENTS,
@@ -350,7 +381,16 @@ ROUTES: Mapping[str, Route] = {
         Route("conversation-indicators", Codec(ConversationItem), (Target(CONVERSATION_INDICATORS),)),
         Route("project-risk", Codec(ProjectDetail), (Target(PROJECT_CONTEXT_RISK),)),
         Route("policies", Codec(ThresholdPolicy), (Target(THRESHOLD_POLICIES),)),
-        Route("snapshots", Codec(ThreadContextSnapshot), (Target(THREAD_CONTEXT_SNAPSHOTS),)),
+        # The history holds what the engine accepted (a duplicate or a stale version is not history); the input
+        # log every snapshot with its verdict.
+        Route(
+            "snapshot-verdicts",
+            Codec(SnapshotVerdict),
+            (
+                Target(THREAD_CONTEXT_SNAPSHOTS, lambda v: v.snapshot if v.accepted else None),
+                Target(THREAD_CONTEXT_SNAPSHOT_INPUTS),
+            ),
+        ),
         Route("context-events", Codec(ContextEvent), (Target(CONTEXT_EVENTS),)),
         Route("client-events", Codec(CLIENT_EVENT_ADAPTER), (Target(CONTEXT_EVENTS),)),
         Route("compactions", Codec(CompactionFinished), (Target(COMPACTION_EVENTS),)),

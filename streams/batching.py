@@ -37,6 +37,8 @@ class InputMessage:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: datetime | None = None
+    """The record's time in the log: what its outputs are stamped with, so that a replay stamps them alike."""
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Change(Generic[S]):
 
     state: S | None
     emits: list[Emit] = field(default_factory=list)
+    dead_letter: tuple[str, str] | None = None
+    """(reason, detail) when the record could not do all it should: it goes to the dead-letter topic as received."""
 
 
 def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, prefix: str) -> Emit:
@@ -72,7 +76,7 @@ def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, 
             detail=detail,
             original_key=message.key,
             original_value=message.value,
-            received_at=now,
+            received_at=message.timestamp or now,
         ),
     )
 
@@ -105,6 +109,8 @@ def fold_records(
         if change.state is not None:
             states[key] = result.states[key] = change.state
         result.emits.extend(change.emits)
+        if change.dead_letter is not None:
+            result.emits.append(dead_letter(message, *change.dead_letter, now, prefix))
     return result
 
 

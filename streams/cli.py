@@ -9,6 +9,7 @@ import typer
 
 from api.cli import token
 from api.sql_cli import sql
+from reporter.agent_commands import hook, statusline
 from reporter.cli import report
 from streams.settings import Settings
 
@@ -20,6 +21,8 @@ app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, 
 kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
 app.add_typer(kafka_app, name="kafka")
 app.command("report")(report)
+app.command("statusline")(statusline)
+app.command("hook")(hook)
 app.command("token")(token)
 app.command("sql")(sql)
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")

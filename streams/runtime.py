@@ -21,15 +21,16 @@ Tables are keyed like their input topics (same bytes, same partitioner), so each
 partition that owns its key (`streams.produce`); that is what lets batches and timers write outside per-event
 iteration.
 
-Steps 1-3 are `OrderedIntake`, shared with the ClickHouse sinks (streams/sink_agents.py), which hold records longer
-(until their batch is inserted) but owe the same: never report a record not written, write in offset order.
+Steps 1-3 are `OrderedIntake` (its `run` adds step 4's order for the keyed folds and the policy table), shared
+with the ClickHouse sinks (streams/sink_agents.py), which hold records longer (until their batch is inserted) but
+owe the same: never report a record not written, write in offset order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -78,6 +79,7 @@ class Runtime:
             offset=message.offset,
             key=message.key,
             value=message.value,
+            timestamp=datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None,
         )
 
     async def send(self, emits: Sequence[Emit]) -> None:
@@ -161,34 +163,14 @@ class KeyedFold(Generic[S]):
         return self._decoded.get(key, raw)
 
     async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
-        app = self.runtime.app
-        self.intake.hold(events)
-        settled = 0
-        try:
-            verdicts = await self.intake.admit(events)
-            if verdicts is None:
-                return
-            applied = [event for event, verdict in verdicts if verdict is Admit.APPLY]
+        async def apply(applied: list[faust.EventT]) -> None:
             async with self.lock:
                 result = batch([self.runtime.message(event) for event in applied], self.load, datetime.now(UTC))
                 await self._publish(result)
             metrics.observe_batch(self.name, [event.message for event in applied])
             metrics.observe_outcomes(result.outcomes)
-            self.intake.report({event.message.tp for event, _ in verdicts})
-            for event, verdict in verdicts:
-                if verdict is Admit.AHEAD:
-                    release(app, event.message)
-                else:
-                    await stream.ack(event)
-                settled += 1
-        finally:
-            if settled < len(events):
-                # Cancelled (Faust restarts agents around rebalances) or failed before every record was settled:
-                # let go of the rest unacknowledged, or a rebalance would wait for them for ever (wait_empty), and
-                # start again from the committed offsets: the sequencer had already admitted what was not applied.
-                for event in events[settled:]:
-                    release(app, event.message)
-                self.intake.forget()
+
+        await self.intake.run(stream, events, apply)
 
     async def _on_tick(self, tick: TickFn[S]) -> None:
         app = self.runtime.app
@@ -274,6 +256,37 @@ class OrderedIntake:
         metrics.observe_sequenced(self.name, (verdict.value for _, verdict in verdicts))
         await self.rewind()
         return verdicts
+
+    async def run(
+        self,
+        stream: faust.StreamT,
+        events: Sequence[faust.EventT],
+        apply: Callable[[list[faust.EventT]], Awaitable[None]],
+    ) -> None:
+        """One batch through steps 1-4: hold, admit in order, `apply` what is admitted (it returns once its effects
+        are in Kafka), report the position, then acknowledge (or release what is ahead of a gap)."""
+        self.hold(events)
+        settled = 0
+        try:
+            verdicts = await self.admit(events)
+            if verdicts is None:
+                return
+            await apply([event for event, verdict in verdicts if verdict is Admit.APPLY])
+            self.report({event.message.tp for event, _ in verdicts})
+            for event, verdict in verdicts:
+                if verdict is Admit.AHEAD:
+                    release(self.app, event.message)
+                else:
+                    await stream.ack(event)
+                settled += 1
+        finally:
+            if settled < len(events):
+                # Cancelled (Faust restarts agents around rebalances) or failed before every record was settled:
+                # let go of the rest unacknowledged, or a rebalance would wait for them for ever (wait_empty), and
+                # start again from the committed offsets: the sequencer had already admitted what was not applied.
+                for event in events[settled:]:
+                    release(self.app, event.message)
+                self.forget()
 
     def report(self, partitions: Iterable[TP], done: Callable[[TP], int] | None = None) -> None:
         """Tell the commit that this agent has applied every record of `partitions` below `done(tp)` (by default

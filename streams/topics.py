@@ -57,6 +57,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("project-risk", "project_id", True, "ProjectDetail per project (spec 6.2)"),
     TopicSpec("conversation-indicators", "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
     TopicSpec("compactions", "thread_id", False, "CompactionFinished: one finished compaction"),
+    TopicSpec("snapshot-verdicts", "thread_id", False, "SnapshotVerdict: each snapshot read, accepted or why not"),
     TopicSpec("thread-projections", "thread_id", True, "ThreadProjection: the latest projection of each thread"),
     # internal: repartitions between folds keyed differently
     TopicSpec("alert-commands-by-thread", "thread_id", False, "AlertCommand re-keyed by thread for the engine"),

@@ -15,7 +15,7 @@
     snapshots [thread_id]          \\
     session-events [thread_id]      > thread_engine  -> table: thread slots
     handoff-packages [thread_id]   |  (+ timer)      -> thread-state, context-events, alerts, master-actions,
-    alert-commands-by-thread      |                     client-events, deadletter
+    alert-commands-by-thread      |                     client-events, snapshot-verdicts, deadletter
     master-action-commands       /
 
     aggregates:
@@ -83,7 +83,7 @@ from streams.projects.batch import (
     routes_batch,
 )
 from streams.projects.config import ProjectsConfig
-from streams.runtime import RAW, Runtime
+from streams.runtime import RAW, OrderedIntake, Runtime
 from streams.settings import Settings
 from streams.sink_agents import ClickHouseSink
 
@@ -188,9 +188,15 @@ def _policies(
             policy_cache[raw] = POLICY_CODEC.decode(raw)  # validated before it was stored
         return policy_cache[raw]
 
-    @app.agent(runtime.topic("policies"), name="load_policies")
-    async def load_policies(stream: faust.StreamT) -> None:
-        async for event in stream.events():
+    # The policy table is a reader of `policies` like the sinks: the group commits a partition only once both are
+    # past a record (streams/progress.py), through the same ordered intake, so a record the table never applied is
+    # read again instead of committed past on the sinks' word.
+    settings = runtime.settings
+    intake = OrderedIntake(runtime, "load_policies", [settings.topic("policies")], busy=lambda: False)
+
+    async def apply(events: list[faust.EventT]) -> None:
+        valid: dict[bytes, bytes] = {}
+        for event in events:
             message = runtime.message(event)
             try:
                 policy = POLICY_CODEC.decode(message.value)
@@ -199,8 +205,18 @@ def _policies(
             except DecodeError as error:
                 await send_dead_letter(message, error)
                 continue
-            policies[message.key] = message.value
-            await runtime.delivered()  # the event is acked when this returns: its changelog record must be in Kafka
+            assert message.value is not None  # a tombstone does not decode
+            valid[policy.project_id.encode()] = message.value
+        # The table's store changes once its changelog records are in Kafka (as for the keyed folds' tables).
+        changelog = policies.changelog_topic.get_topic_name()
+        await runtime.produce((changelog, key, value) for key, value in valid.items())
+        for key, value in valid.items():
+            policies.data[key] = value
+
+    @app.agent(runtime.topic("policies"), name="load_policies")
+    async def load_policies(stream: faust.StreamT) -> None:
+        async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
+            await intake.run(stream, events, apply)
 
     return lookup_policy
 

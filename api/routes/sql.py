@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.bodies import read_body
 from api.deps import Context, Operator
 from api.responses import errors
-from api.sql import SqlFormat, SqlLimits, SqlRefused, run_readonly
+from api.sql import SqlFormat, SqlLimits, SqlRefused, SqlUnavailable, run_readonly
 
 router = APIRouter(tags=["analytics"])
 
@@ -23,7 +23,7 @@ router = APIRouter(tags=["analytics"])
     response_class=Response,
     responses={
         200: {"description": "The rows as ClickHouse formats them.", "content": {"text/plain": {}}},
-        **errors(400, 401, 403, 413),
+        **errors(400, 401, 403, 413, 503),
     },
     openapi_extra={"requestBody": {"required": True, "content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
@@ -47,4 +47,6 @@ async def run_sql(
         result = await run_in_threadpool(run_readonly, context.settings.clickhouse_url, query, format, limits)
     except SqlRefused as error:
         raise HTTPException(400, str(error)) from error
+    except SqlUnavailable as error:
+        raise HTTPException(503, str(error)) from error
     return Response(result, media_type=format.media_type)

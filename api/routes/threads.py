@@ -44,7 +44,7 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
     if row is None or not caller.sees(row["project_id"]):
         return None
     count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
-    return thread_detail(row, reads.latest_checklist(client, thread_id), count, recent)
+    return thread_detail(row, row.get("wrap_up_checklist") or None, count, recent)
 
 
 @router.post(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schemas import ContextBudgetLevel, MasterAction, WrapUpChecklist
+from schemas import ContextBudgetLevel, KeyCommand, MasterAction, WrapUpChecklist
 from schemas.enums import WorkFact
 from schemas.state import ThreadState
 
@@ -45,9 +45,12 @@ def wrap_up_checklist(state: ThreadState) -> WrapUpChecklist:
     patches = [f.detail or ", ".join(f.files) for f in active if f.fact is WorkFact.UNCOMMITTED_PATCH]
     tests = [f.detail for f in active if f.fact is WorkFact.UNRECORDED_TEST_RESULTS and f.detail]
     package = state.handoff
+    commands = package.critical_commands if package else []
     return WrapUpChecklist(
         files=sorted({*files, *(package.critical_files if package else [])}),
+        completed_patches=_completed_patches(state),
         pending_patches=patches,
+        last_key_command=KeyCommand(command=commands[-1]) if commands else None,
         last_test_conclusion=tests[-1] if tests else None,
         open_questions=list(package.open_questions) if package else [],
         suggested_next_action=_suggested_next_action(state),
@@ -55,6 +58,18 @@ def wrap_up_checklist(state: ThreadState) -> WrapUpChecklist:
             {*(package.critical_artifacts if package else []), *(package.decision_links if package else [])}
         ),
     )
+
+
+def _completed_patches(state: ThreadState) -> list[str]:
+    """Patches resolved in this cycle: an uncommitted_patch fact that was active and is resolved since the last
+    compaction (the fact keeps its last detail and files)."""
+    return [
+        f.detail or ", ".join(f.files)
+        for f in state.work_facts
+        if f.fact is WorkFact.UNCOMMITTED_PATCH
+        and not f.active
+        and (state.last_compaction_at is None or f.changed_at >= state.last_compaction_at)
+    ]
 
 
 def _suggested_next_action(state: ThreadState) -> str:

@@ -18,6 +18,7 @@ from schemas import (
     DecodeError,
     HandoffPackage,
     MasterActionCommand,
+    SnapshotVerdict,
     ThreadContextSnapshot,
     ThresholdPolicy,
     WorkFactChanged,
@@ -47,6 +48,7 @@ HANDOFF_PACKAGES = "handoff-packages"
 ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
 MASTER_ACTION_COMMANDS = "master-action-commands"
 THREAD_STATE = "thread-state"
+SNAPSHOT_VERDICTS = "snapshot-verdicts"
 
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
@@ -131,18 +133,30 @@ def process_batch(
         if thread_id not in slots:
             slots[thread_id] = load(thread_id)
         slot = slots[thread_id]
-        refused = refusal(slot, record, now)
+        refused = refusal(slot, record, message.timestamp or now)  # the receiver's clock when the log took it
         if refused is not None:
             result.emits.append(dead_letter(message, *refused, now, prefix))
             continue
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
-        step = _fold(slot, record, policy, now, config)
+        step = _fold(slot, record, policy, cause_time(message, slot, now), config)
         _count_outcome(result, step)
+        if isinstance(record, ThreadContextSnapshot) and step.verdict is not None:
+            verdict = SnapshotVerdict(
+                snapshot=record, accepted=step.verdict is Verdict.ACCEPT, verdict=step.verdict.value
+            )
+            result.emits.append(Emit(SNAPSHOT_VERDICTS, thread_id, verdict))
         if step.slot is not None:
             slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
     _publish_states(result)
     return result
+
+
+def cause_time(message: InputMessage, slot: ThreadSlot | None, now: datetime) -> datetime:
+    """The time a record's outputs carry: its own time in the log (the same on every replay, unlike the clock of the
+    worker applying it), never before the thread's last change (readers order a thread's states by it)."""
+    at = message.timestamp or now
+    return max(at, slot.state.updated_at) if slot is not None and slot.state is not None else at
 
 
 def _count_outcome(result: BatchResult[ThreadSlot], step: Step) -> None:

@@ -27,7 +27,6 @@ from schemas import (
     MasterAction,
     MasterActionCommand,
     MasterActionState,
-    PackageStatus,
     Record,
     ThreadContextSnapshot,
     ThreadHandoffReady,
@@ -114,8 +113,9 @@ def apply_snapshot(
     interval = report_interval_seconds(level, config)
     compacted = previous is not None and snapshot.compaction_count > previous.compaction_count
     carried = previous or _first_state(slot, snapshot, now)
+    # A wrap-up request is not a wrap-up (spec 9.5): only a package ready for the cycle that ends here prepares it.
     unprepared = (
-        not (carried.wrap_up_requested or _handoff_ready(carried))
+        not handoff.thread_ready(carried)
         if compacted
         else carried.compaction_unprepared and level is not ContextBudgetLevel.SAFE
     )
@@ -181,7 +181,7 @@ def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: dateti
         return Step(slot.model_copy(update={"early_work_facts": updated}))
     state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
     if known is not None and known.active == event.active:
-        return Step(ThreadSlot(state=state))  # newer details of an unchanged fact: nothing to announce
+        return Step(ThreadSlot(state=_with_checklist(state)))  # newer details of an unchanged fact: nothing to announce
     state, derived = _derive(state, event.event_id, now, config)
     emits = [_context_event(state, ContextEventType.UPDATED, event.event_id, f"work_fact:{event.fact.value}")]
     return Step(ThreadSlot(state=state), emits + derived)
@@ -190,13 +190,18 @@ def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: dateti
 def apply_handoff(slot: ThreadSlot | None, package: HandoffPackage, now: datetime, config: EngineConfig) -> Step:
     slot = slot or ThreadSlot()
     current = slot.state.handoff if slot.state else slot.early_handoff
-    admitted = handoff.admit(current, package)
-    if admitted is None:
-        return UNCHANGED
+    admitted, assessment = handoff.admit(current, package)
     if slot.state is None:
-        return Step(slot.model_copy(update={"early_handoff": admitted}))
+        return Step(slot.model_copy(update={"early_handoff": admitted})) if admitted is not None else UNCHANGED
+    decision = handoff.decision(package, assessment)
+    if admitted is None:
+        if decision is None or decision == slot.state.handoff_decision:
+            return UNCHANGED
+        return Step(ThreadSlot(state=slot.state.model_copy(update={"handoff_decision": decision, "updated_at": now})))
     cause = f"{package.handoff_package_id}:{admitted.package_status.value}"
-    state, emits = _with_handoff(slot.state, admitted, cause, now, config)
+    state, emits = _with_handoff(
+        slot.state.model_copy(update={"handoff_decision": decision}), admitted, cause, now, config
+    )
     return Step(ThreadSlot(state=state), emits)
 
 
@@ -224,11 +229,14 @@ def apply_action_command(slot: ThreadSlot | None, command: MasterActionCommand, 
 def apply_compaction_started(
     slot: ThreadSlot | None, event: CompactionStarted, now: datetime, config: EngineConfig
 ) -> Step:
-    """A compaction begins: if nothing prepared it (no wrap-up action, no ready package), handoff_missing opens."""
+    """A compaction begins: without a ready package for the current cycle, handoff_missing opens (spec 9.5), whatever
+    wrap-up was requested. A start at or before the last compaction the snapshots reported is that compaction, whose
+    snapshot came first and was judged then."""
     if slot is None or slot.state is None:
         return UNCHANGED
     state = slot.state
-    if state.wrap_up_requested or _handoff_ready(state) or state.compaction_unprepared:
+    counted = state.last_compaction_at is not None and event.occurred_at <= state.last_compaction_at
+    if counted or handoff.thread_ready(state) or state.compaction_unprepared:
         return UNCHANGED
     state = state.model_copy(update={"compaction_unprepared": True, "updated_at": now})
     state, derived = _derive(state, event.event_id, now, config)
@@ -236,29 +244,48 @@ def apply_compaction_started(
 
 
 def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
-    """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons."""
+    """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons.
+
+    They are applied at the latest of the thread's deadlines that `now` has passed, not at `now`: the outputs then
+    carry the time that fired them, and a timer run again after a restart publishes the very same records."""
     state = slot.state
     if state is None:
         return UNCHANGED
+    passed = [deadline for deadline in _deadlines(state, config) if deadline <= now]
+    if not passed:
+        return UNCHANGED
+    at = max(*passed, state.updated_at)
     cause = f"{state.snapshot_id}:tick"
     emits: list[Emit] = []
-    if not state.stale and now >= state.report_deadline_at:
-        state = state.model_copy(update={"stale": True, "updated_at": now})
+    if not state.stale and at >= state.report_deadline_at:
+        state = state.model_copy(update={"stale": True, "updated_at": at})
         emits.append(_context_event(state, ContextEventType.UPDATED, f"{state.snapshot_id}:stale", "stale"))
-    expired = handoff.expire(state.handoff, now, config.handoff_ttl) if state.handoff is not None else None
+    expired = handoff.expire(state.handoff, at, config.handoff_ttl) if state.handoff is not None else None
     if expired is not None:
-        state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", now, config)
+        state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", at, config)
     else:
-        state, derived = _derive(state, cause, now, config)
+        state, derived = _derive(state, cause, at, config)
     emits += derived
     return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
+
+
+def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
+    """The instants at which something of the thread turns by time alone (see `_derive`)."""
+    deadlines = [] if state.stale else [state.report_deadline_at]
+    if state.handoff is not None and handoff.STATUS_ORDER[state.handoff.package_status] < 2:
+        deadlines.append(state.handoff.created_at + config.handoff_ttl)
+    if state.critical_since is not None:
+        deadlines.append(state.critical_since + config.handoff_missing_grace)
+    if state.compaction_expected_at is not None:
+        deadlines.append(state.compaction_expected_at - config.risk_horizon)
+    return deadlines
 
 
 # -- derivation -----------------------------------------------------------------------------------------------------
 def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
     emits: list[Emit] = []
     must_finish = state.worker_must_finish or any(f.active for f in state.work_facts)
-    ready = _handoff_ready(state)
+    ready = handoff.thread_ready(state)
     level = state.context_budget_level
     imminent = (
         must_finish
@@ -298,6 +325,7 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         state = state.model_copy(update={"open_alerts": open_alerts, "alert_sequence": sequence})
         emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
 
+    state = _with_checklist(state)
     due = actions_for_level(level)
     if due != state.due_actions:
         state = state.model_copy(
@@ -338,10 +366,10 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
 def _with_handoff(
     state: ThreadState, package: HandoffPackage, cause: str, now: datetime, config: EngineConfig
 ) -> tuple[ThreadState, list[Emit]]:
-    was_ready = _handoff_ready(state)
+    was_ready = handoff.thread_ready(state)
     state = state.model_copy(update={"handoff": package, "updated_at": now})
     emits: list[Emit] = []
-    if _handoff_ready(state) and not was_ready:
+    if handoff.thread_ready(state) and not was_ready:
         state = state.model_copy(update={"compaction_unprepared": False})
         emits.append(
             Emit(
@@ -360,14 +388,10 @@ def _with_handoff(
     return state, emits + derived
 
 
-def _handoff_ready(state: ThreadState) -> bool:
-    """A ready package made for the current cycle (not one that an earlier compaction already used up)."""
-    package = state.handoff
-    return (
-        package is not None
-        and package.package_status is PackageStatus.READY
-        and (state.last_compaction_at is None or package.created_at >= state.last_compaction_at)
-    )
+def _with_checklist(state: ThreadState) -> ThreadState:
+    """The state with its current checklist: facts and packages change it whether or not the level moves."""
+    checklist = wrap_up_checklist(state)
+    return state if checklist == state.wrap_up_checklist else state.model_copy(update={"wrap_up_checklist": checklist})
 
 
 def _critical_since(previous: ThreadState | None, level: ContextBudgetLevel, now: datetime) -> datetime | None:

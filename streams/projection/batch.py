@@ -3,10 +3,11 @@
 A budget reading becomes a `ThreadContextSnapshot` with `source_kind = worker_estimator` on `snapshots`, so the
 engine treats it like any worker's report and its precedence rules decide whether it wins (issue 6). The snapshot
 needs the thread's node, worker and project: they come from the events when the producer sets them, else from the
-engine's `thread-state`; a reading made before any of them is known is kept as the state's last reading and only
-the next one is published. Manual compaction requests leave as `compact_now` master actions, finished compactions
-as `compactions` records for the history tables; every reading also leaves as a `thread-projections` record (projected
-and sampled tokens, window, forecast band, latest manifest) for readers.
+engine's `thread-state`. An event whose reading cannot be published for want of them is still folded, and goes to
+the dead-letter topic (`identity_unknown`) so the gap is seen; the first event once they are known publishes.
+Manual compaction requests leave as `compact_now` master actions, finished compactions as `compactions` records
+for the history tables; every reading also leaves as a `thread-projections` record (projected and sampled tokens,
+window, forecast band, latest manifest) for readers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from schemas import (
     ContextBudgetLevel,
     MasterAction,
     MasterActionRecord,
-    PackageStatus,
     SourceKind,
     ThreadContextSnapshot,
     ThresholdPolicy,
@@ -35,6 +35,7 @@ from schemas.projection import BudgetReading, ProjectionState, ThreadProjection
 from schemas.session_events import SessionEvent
 from schemas.state import ThreadState
 from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
+from streams.engine import handoff
 from streams.engine.batch import EVENT_CODEC, SESSION_EVENTS, SNAPSHOTS, THREAD_STATE
 from streams.engine.fold import MASTER_ACTIONS
 from streams.engine.levels import policy_for
@@ -91,15 +92,32 @@ def apply(
         return Change(None)
     changed = _identified(step.state, record)
     emits: list[Emit] = []
+    unidentified: tuple[str, str] | None = None
     if step.reading is not None:
         emits.append(Emit(THREAD_PROJECTIONS, changed.thread_id, thread_projection(changed, step.reading)))
         if (snapshot := estimator_snapshot(changed, step.reading)) is not None:
             emits.append(Emit(SNAPSHOTS, changed.thread_id, snapshot))
+        else:
+            # Nothing the pipeline knows names the thread's node, worker or project: say so, and leave the reading
+            # unmarked, so the first event once the identity is known (its own, or the engine's thread state)
+            # publishes one.
+            changed = changed.model_copy(
+                update={
+                    "last_reading": state.last_reading if state else None,
+                    "readings_emitted": state.readings_emitted if state else 0,
+                }
+            )
+            missing = [name for name in ("project_id", "node_id", "worker_id") if getattr(changed, name) is None]
+            unidentified = (
+                "identity_unknown",
+                f"folded, but its budget reading cannot become a snapshot: no {', '.join(missing)} for thread "
+                f"{changed.thread_id} (set them on the event, or report the thread's context first)",
+            )
     if step.compact_requested is not None and changed.project_id is not None:
         emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
     if isinstance(record, CompactionCompleted) and changed.project_id is not None:
         emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record, projection.profiles)))
-    return Change(changed, emits)
+    return Change(changed, emits, unidentified)
 
 
 def estimator_snapshot(state: ProjectionState, reading: BudgetReading) -> ThreadContextSnapshot | None:
@@ -149,24 +167,51 @@ def thread_projection(state: ProjectionState, reading: BudgetReading) -> ThreadP
 
 
 def _learn(state: ProjectionState | None, thread: ThreadState) -> ProjectionState | None:
-    """Identity and handoff readiness from the engine; a write only when one of them changed."""
-    known = {
+    """Identity and the engine's preparation facts of the thread's cycle; a write only when one of them changed.
+
+    The facts of the cycle before the current one are kept too: the engine may have counted a compaction (from its
+    snapshot) before the projection sees that compaction's start, and its preparation is the earlier cycle's."""
+    cycle = thread.last_compaction_at
+    known: dict[str, object] = {
         "project_id": (state and state.project_id) or thread.project_id,
         "node_id": (state and state.node_id) or thread.node_id,
         "worker_id": (state and state.worker_id) or thread.worker_id,
-        "handoff_ready": thread.handoff is not None and thread.handoff.package_status is PackageStatus.READY,
     }
     if state is None:
-        return ProjectionState(thread_id=thread.thread_id, updated_at=thread.updated_at, **known)
+        return ProjectionState(
+            thread_id=thread.thread_id, updated_at=thread.updated_at, **known, **_preparation(thread)
+        )
+    behind = state.cycle_started_at is not None and (cycle is None or cycle < state.cycle_started_at)
+    if not behind:
+        known |= _preparation(thread)
+        if cycle != state.cycle_started_at:
+            known |= {
+                "previous_handoff_ready": state.handoff_ready,
+                "previous_wrap_up_requested": state.wrap_up_requested,
+            }
     if all(getattr(state, name) == value for name, value in known.items()):
         return None
     return state.model_copy(update=known)
 
 
+def _preparation(thread: ThreadState) -> dict[str, object]:
+    return {
+        "handoff_ready": handoff.thread_ready(thread),
+        "wrap_up_requested": thread.wrap_up_requested,
+        "cycle_started_at": thread.last_compaction_at,
+    }
+
+
 def _identified(state: ProjectionState, event: SessionEvent) -> ProjectionState:
-    update = {name: getattr(event, name) for name in ("node_id", "worker_id") if getattr(event, name) is not None}
+    update: dict[str, object] = {
+        name: getattr(event, name) for name in ("node_id", "worker_id") if getattr(event, name) is not None
+    }
     if isinstance(event, CompactionStarted):
-        update["handoff_ready_at_compaction"] = state.handoff_ready
+        counted = state.cycle_started_at is not None and event.occurred_at <= state.cycle_started_at
+        update["handoff_ready_at_compaction"] = state.previous_handoff_ready if counted else state.handoff_ready
+        update["wrap_up_requested_at_compaction"] = (
+            state.previous_wrap_up_requested if counted else state.wrap_up_requested
+        )
     return state.model_copy(update=update) if update else state
 
 
@@ -201,4 +246,5 @@ def _finished(state: ProjectionState, completed: CompactionCompleted, profiles: 
         tokens_after=completed.tokens_after,
         summary_token_count=record.summary_tokens if record else None,
         handoff_ready=state.handoff_ready_at_compaction,
+        wrap_up_requested=state.wrap_up_requested_at_compaction,
     )

@@ -13,7 +13,7 @@ from datetime import datetime
 from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
 from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadInProject, ThreadLeft
 from schemas.views import ThreadContextSummary
-from streams.engine import fold as engine
+from streams.engine import handoff
 from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
 from streams.projects.ranking import next_compaction_risk, rank
@@ -111,7 +111,7 @@ def requires_handoff(thread: ThreadState) -> bool:
         ContextBudgetLevel.URGENT,
         ContextBudgetLevel.CRITICAL,
     )
-    return due and not engine._handoff_ready(thread)
+    return due and not handoff.thread_ready(thread)
 
 
 def project_view(project_id: str, ranked: list[LiveThread]) -> ProjectDetail:

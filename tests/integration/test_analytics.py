@@ -63,8 +63,11 @@ def context_event(thread: str, when: datetime, level: str, previous: str | None 
     )
 
 
-def compaction(n: int, mode: str, profile: str | None, ready: bool, day: datetime = DAY1) -> CompactionFinished:
+def compaction(
+    n: int, mode: str, profile: str | None, ready: bool, day: datetime = DAY1, wrap_up: bool = True
+) -> CompactionFinished:
     return CompactionFinished(
+        wrap_up_requested=wrap_up,
         event_id=f"cc-{n}",
         thread_id="thread-a",
         project_id=PROJECT,
@@ -163,9 +166,9 @@ def analytics(clickhouse: Any) -> Iterator[Any]:
         load(client, CONTEXT_EVENTS, [*events, a_updates[1], a_changes[1]])  # two published twice
         compactions = [
             compaction(1, "mid_loop", "codex", True),
-            compaction(2, "mid_loop", "codex", False),
+            compaction(2, "mid_loop", "codex", False, wrap_up=False),
             compaction(3, "manual", "claude-code", True),
-            compaction(4, "request_start", None, False, DAY2),
+            compaction(4, "request_start", None, False, DAY2, wrap_up=True),
         ]
         load(client, COMPACTION_EVENTS, [*compactions, compactions[0]])
         load(
@@ -236,6 +239,19 @@ def test_compactions_per_day_by_trigger_mode_and_profile_with_the_ready_handoff_
         (date(2026, 3, 25), "manual", "claude-code", 1, 1, 1.0),
         (date(2026, 3, 25), "mid_loop", "codex", 2, 1, 0.5),  # cc-1 was published twice, counted once
         (date(2026, 3, 26), "request_start", "unknown", 1, 0, 0.0),
+    ]
+
+
+def test_compactions_per_day_count_the_wrap_up_requests_apart_from_the_ready_packages(analytics: Any) -> None:
+    got = rows(
+        analytics,
+        "SELECT day, trigger_mode, compactions, with_ready_handoff, with_wrap_up_requested, wrap_up_requested_share"
+        " FROM analytics_compactions_daily ORDER BY day, trigger_mode, model_profile",
+    )
+    assert [tuple(r.values()) for r in got] == [
+        (date(2026, 3, 25), "manual", 1, 1, 1, 1.0),
+        (date(2026, 3, 25), "mid_loop", 2, 1, 1, 0.5),  # cc-2: neither requested nor ready
+        (date(2026, 3, 26), "request_start", 1, 0, 1, 1.0),  # requested, yet no package was ready (spec 9.5)
     ]
 
 

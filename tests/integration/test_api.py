@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -30,10 +31,14 @@ from api.thread_book import ThreadBook
 from api.tokens import Role
 from api.topic_reader import open_reader, topic_partitions
 from schemas import (
+    DEFAULT_POLICY,
     AlertCommand,
     Codec,
+    Conversation,
     ConversationItem,
     HandoffPackage,
+    MasterAction,
+    MasterActionRecord,
     Record,
     ThreadContextSnapshot,
     ThreadHandoffRequired,
@@ -44,11 +49,18 @@ from sinks.batcher import Batcher
 from sinks.migrations import migrate
 from sinks.tables import ROUTES
 from sinks.writer import write_batch
+from streams.engine.config import EngineConfig
+from streams.engine.fold import apply_handoff, apply_snapshot
 from streams.engine.levels import classify_level
+from streams.projects.config import ProjectsConfig
+from streams.projects.indicators import conversation_item
+from streams.projects.risk import apply_thread_state
+from streams.projects.routes import shown_thread
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.samples import HANDOFF_READY, SPEC_CONVERSATION_ITEM, SPEC_REPORT_REQUEST, dumps
 from tests.unit.api.fakes import SECRET, RecordingPublisher, bearer, make_app
+from tests.unit.engine.builders import package, snapshot
 from tests.unit.sinks.records import at, compaction, engine_outputs, project_detail
 
 pytestmark = pytest.mark.clickhouse
@@ -123,11 +135,15 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def http(clickhouse: Any, tmp_path: Any, publisher: RecordingPublisher, world: World) -> Iterator[TestClient]:
+def http(
+    clickhouse: Any, clickhouse_dsn: str, tmp_path: Any, publisher: RecordingPublisher, world: World
+) -> Iterator[TestClient]:
     threads = ThreadBook()  # as the API's reader of thread-state fills it
     for state in (*world.outputs_a["thread-state"], *world.outputs_b["thread-state"]):
         threads.apply(state.thread_id.encode(), encode_record(state))
-    with TestClient(make_app(tmp_path, publisher, clickhouse=clickhouse, threads=threads)) as client:
+    with TestClient(
+        make_app(tmp_path, publisher, clickhouse=clickhouse, threads=threads, clickhouse_dsn=clickhouse_dsn)
+    ) as client:
         yield client
 
 
@@ -205,7 +221,8 @@ def test_the_thread_budget_is_the_engines_state_with_checklist_and_history(http,
     assert body["must_finish_before_compaction"] is state.must_finish_before_compaction
     assert body["handoff_package_status"] == (state.handoff.package_status if state.handoff else None)
     assert body["pending_master_actions"] == [item.action for item in state.master_actions if item.open]
-    assert body["wrap_up_checklist"] == world.outputs_a["master-actions"][-1].checklist.model_dump(mode="json")
+    assert body["wrap_up_checklist"] == state.wrap_up_checklist.model_dump(mode="json")
+    assert body["wrap_up_checklist"]["files"]  # the engine's checklist, not a blank default
     assert body["compaction_history"]["compaction_count"] == 1
     assert body["compaction_history"]["recent"][0]["event_id"] == f"cc-{world.thread_a}"
 
@@ -435,9 +452,11 @@ async def test_sse_clients_see_only_their_projects_and_resume_by_last_event_id_w
 # -- fuzzing the OpenAPI document ----------------------------------------------------------------------------------
 
 
-def test_no_generated_request_makes_the_api_fail(clickhouse: Any, tmp_path: Any, world: World) -> None:
+def test_no_generated_request_makes_the_api_fail(
+    clickhouse: Any, clickhouse_dsn: str, tmp_path: Any, world: World
+) -> None:
     """Schemathesis cases for every operation of the OpenAPI document (SSE aside: an endless stream, tested above)."""
-    app = make_app(tmp_path, RecordingPublisher(), clickhouse=clickhouse)
+    app = make_app(tmp_path, RecordingPublisher(), clickhouse=clickhouse, clickhouse_dsn=clickhouse_dsn)
     operator = bearer(Role.OPERATOR, "ops")
     with TestClient(app):  # the lifespan runs: its context lives on the app object schemathesis calls
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
@@ -454,3 +473,67 @@ def test_no_generated_request_makes_the_api_fail(clickhouse: Any, tmp_path: Any,
 
             no_server_error()
     assert len(operations) == 19  # with the eleven of issue 21
+
+
+@pytest.mark.parametrize("pct", [59.999999, 39.9999, 24.99999])
+def test_the_three_surfaces_agree_on_a_percent_just_below_a_band_edge(http, clickhouse, pct: float) -> None:
+    """Spec 9.6: the home ring, the project detail and the thread page show one value and one level."""
+    migrate(clickhouse)
+    tag = uuid.uuid4().hex[:8]
+    project, thread, conversation_id = f"proj-{tag}", f"thread-{tag}", f"conv-{tag}"
+    step = apply_snapshot(None, snapshot(pct, thread=thread, project=project), DEFAULT_POLICY, at(0), EngineConfig())
+    state = step.slot.state
+    risk = apply_thread_state(None, state, at(0), ProjectsConfig())
+    registry = Conversation(
+        conversation_id=conversation_id,
+        conversation_type="single_device",
+        project_id=project,
+        project_title="edge",
+        thread_ids=[thread],
+        updated_at=at(0),
+    )
+    store(clickhouse, tag, "thread-state", [state])
+    store(clickhouse, tag, "project-risk", [e.record for e in risk.emits if e.topic == "project-risk"])
+    store(clickhouse, tag, "conversation-indicators", [conversation_item(registry, shown_thread(state))])
+    headers = user_of(project)
+
+    [item] = http.get("/api/v1/conversations", headers=headers).json()["items"]
+    [listed] = http.get(f"/api/v1/projects/{project}", headers=headers).json()["active_thread_contexts"]
+    page = http.get(f"/api/v1/threads/{thread}/context-budget", headers=headers).json()
+    ring = item["context_budget_indicator"]
+    assert listed["context_budget_remaining_pct"] == page["context_budget_remaining_pct"] == pct
+    assert ring["percent"] == math.floor(page["context_budget_remaining_pct"])
+    assert ring["level"] == listed["context_budget_level"] == page["context_budget_level"] == classify_level(pct)
+
+
+def test_the_thread_page_says_why_the_engine_demoted_a_package(http, clickhouse) -> None:
+    migrate(clickhouse)
+    tag = uuid.uuid4().hex[:8]
+    project, thread = f"proj-{tag}", f"thread-{tag}"
+    config = EngineConfig()
+    slot = apply_snapshot(None, snapshot(30, thread=thread, project=project), DEFAULT_POLICY, at(0), config).slot
+    bare = package("ready", thread=thread, complete=False).model_copy(
+        update={"project_id": project, "summary_text": ""}
+    )
+    state = apply_handoff(slot, bare, at(1), config).slot.state
+    store(clickhouse, tag, "thread-state", [state])
+    page = http.get(f"/api/v1/threads/{thread}/context-budget", headers=user_of(project)).json()
+    assert (page["handoff_package_status"], page["handoff_decision_package_id"]) == ("draft", "hp-1")
+    assert "summary_text" in page["handoff_decision_reason"]
+
+
+def test_the_checklist_shown_is_the_current_one_not_the_newest_action_rows(http, world, clickhouse) -> None:
+    """A compact_now action (no checklist) issued after the wrap-up must not blank the thread page's checklist."""
+    state = world.outputs_a["thread-state"][-1]
+    compact_now = MasterActionRecord(
+        action_id=f"{world.thread_a}:compact_now:x",
+        thread_id=world.thread_a,
+        project_id=world.project_a,
+        context_budget_level=state.context_budget_level,
+        actions=[MasterAction.COMPACT_NOW],
+        issued_at=at(3_600),
+    )
+    store(clickhouse, world.tag, "master-actions", [compact_now])
+    page = http.get(f"/api/v1/threads/{world.thread_a}/context-budget", headers=user_of(world.project_a)).json()
+    assert page["wrap_up_checklist"] == state.wrap_up_checklist.model_dump(mode="json")
+    assert page["wrap_up_checklist"]["files"] == ["a.py"]  # the package's critical files

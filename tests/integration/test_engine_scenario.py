@@ -15,8 +15,13 @@ from tests.unit.engine.builders import package, snapshot, work_fact
 
 pytestmark = pytest.mark.kafka
 
-# Deterministic timing: nothing goes stale during the test, and handoff_missing opens as soon as it is due.
-ENGINE_ENV = {"CTXBUDGET_STALE_FACTOR": "1000", "CTXBUDGET_HANDOFF_MISSING_GRACE_SECONDS": "0"}
+# Deterministic timing: nothing goes stale during the test, and handoff_missing opens as soon as it is due. The
+# scripted times are in the past: a package's TTL would otherwise run out at the first timer pass, racing the script.
+ENGINE_ENV = {
+    "CTXBUDGET_STALE_FACTOR": "1000",
+    "CTXBUDGET_HANDOFF_MISSING_GRACE_SECONDS": "0",
+    "CTXBUDGET_HANDOFF_TTL_SECONDS": "1e9",
+}
 
 
 @pytest.fixture
@@ -69,9 +74,11 @@ async def test_three_threads_walk_the_levels_hand_off_and_compact(engine_setting
             s = snapshot(85, thread="a", version=100, seconds=50, compactions=1)
             await _step(outputs, settings, [("snapshots", "a", s)], "a", s.snapshot_id)
 
-            # B: critical with an uncommitted patch and no package -> handoff_missing; then compaction -> safe
+            # B: critical with an uncommitted patch and no package -> handoff_missing; then compaction -> safe. The
+            # wrap-up was requested, but no package was ready: handoff_missing holds through the compaction (spec
+            # 9.5) until a later report shows the thread going on safely.
             await produce(settings, [("session-events", "b", work_fact(WorkFact.UNCOMMITTED_PATCH, thread="b"))])
-            for pct, seconds, compactions in [(45, 0, 0), (15, 10, 0), (90, 20, 1)]:
+            for pct, seconds, compactions in [(45, 0, 0), (15, 10, 0), (90, 20, 1), (88, 30, 1)]:
                 s = snapshot(pct, thread="b", version=seconds + 1, seconds=seconds, compactions=compactions)
                 await _step(outputs, settings, [("snapshots", "b", s)], "b", s.snapshot_id)
 

@@ -4,22 +4,55 @@ engine's snapshot topic keyed by thread, each thread's snapshots in order."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from api.app import create_app
+from api.server import running
+from api.settings import ApiSettings
+from api.tokens import Role, issue_token
+from reporter.cli import APP_SERVER_STATE
 from reporter.kafka_sink import KafkaSink
 from reporter.reporter import Reporter, run_app_server
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
 from schemas import Codec, ThreadContextSnapshot
+from sinks.migrations import migrate
 from streams.engine.batch import SNAPSHOTS
 from streams.settings import Settings
 from streams.topics import ensure_topics
+from tests.unit.api.fakes import SECRET
 from tests.unit.reporter.conftest import FIXTURES
 from tests.unit.reporter.test_reporter import IDENTITY, _Clock, _report_app_server, _ticking
 
 pytestmark = pytest.mark.kafka
+
+CTXBUDGET = Path(sys.executable).parent / "ctxbudget"
+"""The console script a user runs, installed beside this interpreter."""
+
+
+def run_report(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`ctxbudget report ...` as a user runs it, configured by the environment the README documents."""
+    env = {
+        **os.environ,
+        "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "",
+        "CTXBUDGET_TOPIC_PREFIX": settings.topic_prefix,
+        "CTXBUDGET_DATA_DIR": str(settings.data_dir),
+        "CTXBUDGET_NODE_ID": "mac-01",
+        "CTXBUDGET_WORKER_ID": "worker-mac-01",
+        "CTXBUDGET_PROJECT_ID": "proj-001",
+    }
+    command = [str(CTXBUDGET), "report", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 async def _read(settings: Settings, topic: str, count: int) -> list[tuple[bytes, ThreadContextSnapshot]]:
@@ -57,3 +90,66 @@ async def test_an_app_server_session_lands_on_snapshots_keyed_by_thread_in_order
     assert all(key == snapshot.thread_id.encode() for key, snapshot in received)
     for thread in {s.thread_id for s in expected}:
         assert [s for _, s in received if s.thread_id == thread] == [s for s in expected if s.thread_id == thread]
+
+
+async def test_the_report_command_sends_straight_to_kafka(settings: Settings) -> None:
+    await ensure_topics(settings)
+    done = await asyncio.to_thread(
+        run_report, settings, "--from", "codex-app-server", "--input", str(FIXTURES / "app_server_session.jsonl")
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    summary = re.search(r"spooled (\d+) snapshots, delivered (\d+), rejected 0, left 0", done.stderr)
+    assert summary, done.stderr
+    spooled, delivered = map(int, summary.groups())
+    assert spooled == delivered > 0  # how many: the cadence merges lines that arrive together
+    received = await _read(settings, settings.topic(SNAPSHOTS), delivered)
+    assert [(s.thread_id, s.compaction_count) for _, s in received][-1] == ("thr_a", 1)
+
+
+def worker_token(secret: bytes) -> str:
+    return issue_token(secret, Role.WORKER, "worker-mac-01", ["proj-001"], ttl=timedelta(minutes=10))
+
+
+@pytest.mark.clickhouse
+async def test_a_wrong_token_keeps_every_snapshot_and_says_so_until_the_right_one_delivers_them(
+    settings: Settings, clickhouse: Any, tmp_path: Path
+) -> None:
+    migrate(clickhouse)
+    await ensure_topics(settings)
+    session = str(FIXTURES / "app_server_session.jsonl")
+    nothing_new = tmp_path / "empty.jsonl"
+    nothing_new.write_text("")
+    spool_dir = settings.data_dir / "reporter" / "spool"
+    app = create_app(settings, clickhouse, ApiSettings(), secret=SECRET)
+    async with running(app, "127.0.0.1", 0) as api_url:
+        wrong = worker_token(b"a-secret-that-is-not-the-apis-own-32+bytes")
+        refused = await asyncio.to_thread(
+            run_report,
+            settings,
+            "--from",
+            "codex-app-server",
+            "--input",
+            session,
+            "--api-url",
+            api_url,
+            "--token",
+            wrong,
+        )
+        assert refused.returncode == 1, refused.stderr
+        spooled = [record.snapshot for record in Spool(spool_dir)]
+        assert spooled
+        assert f"delivered 0, rejected 0, left {len(spooled)} (kept for the next run)" in refused.stderr
+        assert "401" in refused.stderr  # the log says why
+        saved = json.loads((spool_dir / APP_SERVER_STATE).read_text())
+        assert saved["threads"]["thr_a"]["compaction_count"] == 1  # for the next run (20.13)
+
+        right = worker_token(SECRET)
+        delivered = await asyncio.to_thread(
+            run_report, settings, "--from", "codex-app-server", "--input", str(nothing_new), "--api-url", api_url,
+            "--token", right,
+        )  # fmt: skip
+        assert delivered.returncode == 0, delivered.stderr
+        assert f"delivered {len(spooled)}, rejected 0, left 0" in delivered.stderr
+    received = await _read(settings, settings.topic(SNAPSHOTS), len(spooled))
+    assert sorted(s.snapshot_id for _, s in received) == sorted(s.snapshot_id for s in spooled)

@@ -11,6 +11,7 @@ import pytest
 from clickhouse_connect.driver.exceptions import OperationalError
 
 from schemas import AlertStatus, Record
+from schemas.codec import encode_record
 from sinks import queries
 from sinks.batcher import Batcher, Flush
 from sinks.migrations import HISTORY_TIME_COLUMNS, MIGRATIONS, applied, apply_history_ttl, migrate
@@ -21,8 +22,14 @@ from sinks.tables import (
     TABLES,
     THREAD_CONTEXT_ALERTS,
     THREAD_CONTEXT_LATEST,
+    THREAD_CONTEXT_SNAPSHOT_INPUTS,
+    THREAD_CONTEXT_SNAPSHOTS,
 )
 from sinks.writer import Backoff, planned_ranges, record_plan, write_batch, write_flush
+from streams.batching import InputMessage
+from streams.engine.batch import SNAPSHOTS, process_batch
+from streams.engine.config import EngineConfig
+from tests.unit.engine.builders import at, snapshot
 from tests.unit.sinks.records import (
     compaction,
     conversation,
@@ -55,15 +62,23 @@ def scenario() -> tuple[str, dict[str, list[Record]]]:
     records["compactions"] = [compaction(thread, project)]
     records["thread-projections"] = [projection(thread, project)]
     records["deadletter"] = [dead_letter(f"ctx.snapshots-{tag}")]
-    records["snapshots"] = [
-        ROUTES["snapshots"].codec.decode(
-            b'{"snapshot_id":"s-%b","project_id":"%b","thread_id":"%b","node_id":"n","worker_id":"w",'
-            b'"source_kind":"codex_sdk","context_budget_remaining_pct":50.5,"context_budget_level":"watch",'
-            b'"snapshot_version":3,"captured_at":"2026-03-25T08:00:00Z"}'
-            % (tag.encode(), project.encode(), thread.encode())
-        )
-    ]
+    records["snapshot-verdicts"] = engine_verdicts(thread, project)
     return tag, records
+
+
+def engine_verdicts(thread: str, project: str) -> list[Record]:
+    """The engine's verdicts on v5, the same v5 again, v7, then a stale v5 at another percent (issue 19.7)."""
+    inputs = [
+        snapshot(50, thread=thread, project=project, version=5, seconds=5),
+        snapshot(50, thread=thread, project=project, version=5, seconds=5),
+        snapshot(40, thread=thread, project=project, version=7, seconds=7),
+        snapshot(70, thread=thread, project=project, version=5, seconds=5),
+    ]
+    messages = [
+        InputMessage(SNAPSHOTS, 0, offset, thread.encode(), encode_record(s)) for offset, s in enumerate(inputs)
+    ]
+    result = process_batch(messages, {}.get, {}.get, at(10), EngineConfig(), "ctx.")
+    return [e.record for e in result.emits if e.topic == "snapshot-verdicts"]
 
 
 def flushes(tag: str, records: dict[str, list[Record]], partition: int = 0) -> list[Flush]:
@@ -271,3 +286,29 @@ def test_the_latest_thread_carries_the_projections_tokens_band_and_manifest(db) 
     assert (row["projected_tokens"], row["context_window_tokens"]) == (projected.projected_tokens, 272_000)
     assert row["last_compaction_trigger_mode"] == projected.last_compaction_trigger_mode
     assert json.loads(row["latest_manifest"])["sections"][0]["key"] == "system"
+
+
+def test_the_snapshot_history_holds_each_accepted_snapshot_once_and_the_input_log_every_verdict(db) -> None:
+    tag, records = scenario()
+    thread = f"thread-{tag}"
+    for flush in flushes(tag, {"snapshot-verdicts": records["snapshot-verdicts"]}):
+        for batch in flush.batches:
+            write_batch(db, batch.table, batch.rows, batch.token)
+    history = db.query(
+        f"SELECT snapshot_version, context_budget_remaining_pct FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
+        " WHERE thread_id = {t:String} ORDER BY snapshot_version",
+        parameters={"t": thread},
+    ).result_rows
+    assert history == [(5, 50.0), (7, 40.0)]  # neither the duplicate nor the stale v5 at 70%
+    inputs = db.query(
+        f"SELECT snapshot_version, context_budget_remaining_pct, accepted, verdict"
+        f" FROM {THREAD_CONTEXT_SNAPSHOT_INPUTS.name} WHERE thread_id = {{t:String}}"
+        " ORDER BY captured_at, snapshot_version, accepted DESC, context_budget_remaining_pct",
+        parameters={"t": thread},
+    ).result_rows
+    assert inputs == [
+        (5, 50.0, True, "accept"),
+        (5, 50.0, False, "not_newer"),
+        (5, 70.0, False, "not_newer"),
+        (7, 40.0, True, "accept"),
+    ]

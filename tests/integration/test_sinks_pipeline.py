@@ -45,6 +45,7 @@ SINK_ENV = {
 
 HISTORY_IDS: dict[str, tuple[str, ...]] = {
     "thread_context_snapshots": ("snapshot_id",),
+    "thread_context_snapshot_inputs": ("snapshot_id", "accepted", "verdict"),
     "context_events": ("event_id",),
     "alert_transitions": ("alert_id", "alert_status"),
     "compaction_events": ("event_id",),
@@ -114,7 +115,10 @@ def _history_expected(records: dict[str, Decoded]) -> dict[str, Counter[tuple[An
                 continue
             positions = [table.column_names.index(c) for c in HISTORY_IDS[table.name]]
             for offset, record in decoded:
-                row = table.row(record, offset)
+                value = record if target.extract is None else target.extract(record)
+                if value is None:
+                    continue
+                row = table.row(value, offset)
                 expected[table.name][tuple(_plain(row[i]) for i in positions)] += 1
     return expected
 
@@ -222,7 +226,9 @@ async def test_every_routed_record_lands_in_its_tables_exactly_once(sink_setting
     finally:
         assert worker.stop() == 0, worker.output()
     on_topics = await _read_routes(settings)
-    assert all(on_topics[t] for t in ("thread-state", "snapshots", "context-events", "alerts", "master-actions"))
+    assert all(
+        on_topics[t] for t in ("thread-state", "snapshot-verdicts", "context-events", "alerts", "master-actions")
+    )
     client = _open_database(tmp_path)
     try:
         _assert_tables_match_topics(client, on_topics)

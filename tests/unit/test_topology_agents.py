@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from faust.types import TP
 
 from schemas import DeadLetter
 from schemas.codec import encode_record
 from streams.batching import Emit
+from streams.faust_fixes import track_progress
 from streams.runtime import Runtime
 from streams.settings import Settings
 from streams.topology import build
@@ -58,3 +60,16 @@ async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent:
 def test_a_worker_registers_the_agents_of_its_roles_only(roles: str, agents: set[str], tmp_path: Path) -> None:
     app = build(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=roles))
     assert set(app.agents) == agents
+
+
+def test_the_policies_commit_waits_for_the_policy_table_not_only_the_sinks(tmp_path: Path) -> None:
+    """All roles in one worker: the sink writing a policy record into ClickHouse must not commit it past the table
+    every fold reads policies from, which may lag behind it or have dropped that record."""
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path)
+    app = build(settings, clickhouse=object())  # type: ignore[arg-type]  # the sink only stores the client here
+    progress = track_progress(app)
+    policies = TP(settings.topic("policies"), 0)
+    progress.done("clickhouse_sink", 1, policies, 10)  # the sink is ahead: ClickHouse holds offsets 0..9
+    assert progress.committable(policies, 1) is None  # the policy table has applied nothing yet
+    progress.done("load_policies", 1, policies, 4)
+    assert progress.committable(policies, 1) == 4

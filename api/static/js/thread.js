@@ -91,12 +91,18 @@ function lastCompaction(detail) {
 }
 
 function handoff(detail) {
-  if (!detail.handoff_package_id) return h("span", { "data-testid": "handoff" }, "no package");
+  // The engine's verdict on a package it did not take as claimed (demoted to draft, or rejected), while current.
+  const verdict = detail.handoff_decision_reason
+    ? h("span", { class: "package-verdict", "data-testid": "handoff-verdict" },
+        ` (${detail.handoff_decision_package_id}: ${detail.handoff_decision_reason})`)
+    : null;
+  if (!detail.handoff_package_id) return h("span", { "data-testid": "handoff" }, "no package", verdict);
   return h(
     "span",
     { "data-testid": "handoff" },
     `${detail.handoff_package_id}: `,
     h("span", { class: "package-status", "data-status": detail.handoff_package_status }, detail.handoff_package_status),
+    verdict,
   );
 }
 

@@ -49,8 +49,12 @@ def make_app(
     clickhouse: object | None = None,
     api: ApiSettings | None = None,
     threads: ThreadBook | None = None,
+    clickhouse_dsn: str | None = None,
 ) -> FastAPI:
-    settings = Settings(data_dir=tmp_path, topic_prefix=PREFIX, kafka_bootstrap_servers="unused:9092")
+    """`clickhouse_dsn` names the database `clickhouse` was opened on, for the routes that open their own client."""
+    settings = Settings(
+        data_dir=tmp_path, topic_prefix=PREFIX, kafka_bootstrap_servers="unused:9092", clickhouse_dsn=clickhouse_dsn
+    )
     broadcaster = Broadcaster("unused:9092", f"{PREFIX}client-events", queue_size=10)
 
     @contextlib.asynccontextmanager

@@ -133,14 +133,21 @@ def test_a_capture_time_far_from_the_receivers_clock_is_422(client, publisher, c
     assert publisher.sent == []
 
 
-def test_a_ready_package_without_its_checklist_is_answered_as_the_draft_the_engine_keeps(client, publisher) -> None:
-    bare = dumps({**HANDOFF_READY, "critical_files": [], "critical_commands": []})
+def test_a_ready_package_without_its_summary_is_answered_as_the_draft_the_engine_keeps(client, publisher) -> None:
+    bare = dumps({**HANDOFF_READY, "summary_text": ""})
     answer = client.post(PACKAGE_URL, content=bare, headers=OWNER)
     assert answer.status_code == 202
     body = answer.json()
     assert body["package_status"] == "draft"
-    assert "critical_files" in body["reason"]
+    assert "summary_text" in body["reason"]
     assert len(publisher.sent) == 1
+
+
+def test_a_ready_package_with_a_summary_and_no_files_or_commands_is_answered_ready(client) -> None:
+    """Spec 8.3 is best effort: a design or research thread has no files, commands or tests to list."""
+    summary_only = dumps({**HANDOFF_READY, "critical_files": [], "critical_commands": [], "critical_tests": []})
+    body = client.post(PACKAGE_URL, content=summary_only, headers=OWNER).json()
+    assert (body["package_status"], body["reason"]) == ("ready", None)
 
 
 def test_a_complete_ready_package_is_answered_ready(client) -> None:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas import DEFAULT_POLICY, AlertStatus, ContextAlert, MasterAction, WorkFact
+from streams.engine import handoff
 from streams.engine.config import EngineConfig
 from streams.engine.fold import (
     Emit,
@@ -233,19 +234,89 @@ def test_compaction_start_without_preparation_opens_handoff_missing() -> None:
     assert describe(emits) == ["alert handoff_missing opened"]
 
 
-def test_compaction_start_after_a_wrap_up_action_opens_nothing() -> None:
+def test_a_wrap_up_request_alone_does_not_prepare_a_compaction() -> None:
+    """Spec 9.5: requested is not done. Critical with must-finish work, wrap-up asked for, no package: missing."""
     thread = Thread()
     thread.snap(80, 0)
-    thread.snap(45, 5)  # watch: prepare_handoff issued
-    assert apply_compaction_started(thread.slot, compaction_started(seconds=6), at(6), CONFIG).emits == []
+    thread.snap(20, 5, must_finish=True)  # critical: pre_compaction_wrap_up and prepare_handoff issued
+    assert thread.state.wrap_up_requested
+    emits = thread.feed(apply_compaction_started(thread.slot, compaction_started(seconds=6), at(6), CONFIG))
+    assert describe(emits) == ["alert handoff_missing opened"]
 
 
-def test_package_claiming_ready_without_its_checklist_stays_a_draft() -> None:
+def test_a_compacted_snapshot_before_the_compaction_event_opens_handoff_missing_too() -> None:
+    thread = Thread()
+    thread.snap(80, 0)
+    thread.snap(20, 5, must_finish=True)
+    emits = thread.snap(90, 8, compactions=1)  # the snapshot saying it compacted comes first
+    assert "alert handoff_missing opened" in describe(emits)
+    late = apply_compaction_started(thread.slot, compaction_started(seconds=7), at(9), CONFIG)
+    assert late.emits == []  # the same compaction, already judged
+
+
+def test_a_ready_package_prepares_the_compaction_whichever_arrives_first() -> None:
+    for snapshot_first in (True, False):
+        thread = Thread()
+        thread.snap(20, 0, must_finish=True)
+        thread.feed(apply_handoff(thread.slot, package(seconds=1), at(1), CONFIG))
+        started = compaction_started(seconds=7)
+        if snapshot_first:
+            thread.snap(90, 8, compactions=1)
+            thread.feed(apply_compaction_started(thread.slot, started, at(9), CONFIG))
+        else:
+            thread.feed(apply_compaction_started(thread.slot, started, at(7), CONFIG))
+            thread.snap(90, 8, compactions=1)
+        opened = [e for e in thread.emitted if e.topic == "alerts" and e.record.alert_type.value == "handoff_missing"]
+        assert opened == [], snapshot_first
+
+
+def test_a_package_of_the_previous_cycle_does_not_prepare_the_next_compaction() -> None:
+    thread = Thread()
+    thread.snap(20, 0, must_finish=True)
+    thread.feed(apply_handoff(thread.slot, package(seconds=1), at(1), CONFIG))
+    thread.snap(90, 8, compactions=1)
+    thread.snap(20, 20, compactions=1, must_finish=True)
+    emits = thread.feed(apply_compaction_started(thread.slot, compaction_started(seconds=30), at(30), CONFIG))
+    assert describe(emits) == ["alert handoff_missing opened"]
+
+
+def test_a_ready_package_with_a_summary_and_nothing_else_is_ready() -> None:
+    """Spec 8.3 is best effort: a research thread has no tests, files or commands to list."""
     thread = Thread()
     thread.snap(30, 0)
     emits = thread.feed(apply_handoff(thread.slot, package("ready", complete=False), at(1), CONFIG))
+    assert "thread.handoff.ready" in describe(emits)
+    assert thread.state.handoff.package_status.value == "ready"
+    assert thread.state.handoff_decision is None
+
+
+def test_a_ready_package_without_a_summary_is_demoted_and_the_reason_kept() -> None:
+    thread = Thread()
+    thread.snap(30, 0)
+    bare = package("ready", complete=False).model_copy(update={"summary_text": " "})
+    emits = thread.feed(apply_handoff(thread.slot, bare, at(1), CONFIG))
     assert "thread.handoff.ready" not in describe(emits)
     assert thread.state.handoff.package_status.value == "draft"
+    decision = thread.state.handoff_decision
+    assert (decision.handoff_package_id, decision.kept_status.value) == ("hp-1", "draft")
+    assert "summary_text" in decision.reason
+
+
+def test_a_rejected_package_leaves_the_current_one_and_says_why() -> None:
+    thread = Thread()
+    thread.snap(30, 0)
+    thread.feed(apply_handoff(thread.slot, package("ready", seconds=5), at(5), CONFIG))
+    older = package("ready", package_id="hp-0", seconds=2)
+    step = apply_handoff(thread.slot, older, at(6), CONFIG)
+    thread.feed(step)
+    assert step.emits == []
+    assert thread.state.handoff.handoff_package_id == "hp-1"
+    decision = thread.state.handoff_decision
+    assert (decision.handoff_package_id, decision.kept_status) == ("hp-0", None)
+    assert decision.reason.startswith("rejected")
+    assert apply_handoff(thread.slot, older, at(7), CONFIG).slot is None  # the same verdict again changes nothing
+    thread.feed(apply_handoff(thread.slot, package("consumed", seconds=8), at(8), CONFIG))
+    assert thread.state.handoff_decision is None  # taken as claimed: the note is no longer current
 
 
 def test_package_expires_by_timer() -> None:
@@ -309,19 +380,14 @@ def test_invariants_hold_for_any_input_sequence(script: list) -> None:
         if kind == "snap":
             compacted = flag and other and thread.slot is not None
             compactions += compacted
-            wrapped_up_before = thread.slot is not None and thread.state.wrap_up_requested
+            ready_before = thread.slot is not None and handoff.thread_ready(thread.state)
             missing_before = thread.slot is not None and any(
                 e.record.alert_type.value == "handoff_missing" for e in thread.emitted if e.topic == "alerts"
             )
             emits = thread.snap(value, seconds, must_finish=flag, compactions=compactions)
-            if compacted:  # spec 9.5: a wrap-up was asked for, or handoff_missing is opened at the latest now
+            if compacted:  # spec 9.5: a package was ready for the cycle, or handoff_missing is open at the latest now
                 opened_now = "alert handoff_missing opened" in describe(emits)
-                ready = any(
-                    e.record.event_type.value == "thread.handoff.ready"
-                    for e in thread.emitted
-                    if e.topic == "client-events"
-                )
-                assert wrapped_up_before or missing_before or opened_now or ready
+                assert ready_before or missing_before or opened_now
         elif thread.slot is None:
             continue
         elif kind == "fact":
@@ -341,3 +407,17 @@ def test_invariants_hold_for_any_input_sequence(script: list) -> None:
             types = _open_alert_types(thread.state.open_alerts)
             assert len(types) == len(set(types))
             assert MasterAction.PREPARE_HANDOFF not in thread.state.due_actions or thread.state.wrap_up_requested
+
+
+def test_the_checklist_follows_the_facts_and_the_package_without_a_level_change() -> None:
+    thread = Thread()
+    thread.snap(50, 0)  # watch: the wrap-up was asked for once, with the checklist of that moment
+    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH, seconds=1), at(1), CONFIG))
+    assert thread.state.wrap_up_checklist.pending_patches == ["uncommitted_patch detail"]
+    assert thread.state.wrap_up_checklist.files == ["src/line_b.py"]
+    thread.feed(apply_work_fact(thread.slot, work_fact(WorkFact.UNCOMMITTED_PATCH, False, seconds=2), at(2), CONFIG))
+    checklist = thread.state.wrap_up_checklist
+    assert (checklist.pending_patches, checklist.completed_patches) == ([], ["uncommitted_patch detail"])
+    thread.feed(apply_handoff(thread.slot, package("draft", seconds=3), at(3), CONFIG))
+    assert thread.state.wrap_up_checklist.last_key_command.command == "make"
+    assert thread.state.context_budget_level.value == "watch"

@@ -10,12 +10,13 @@ from schemas.projection import ProjectionState
 from streams.batching import InputMessage
 from streams.engine.batch import SESSION_EVENTS, THREAD_STATE
 from streams.engine.config import EngineConfig
-from streams.engine.fold import apply_snapshot
+from streams.engine.fold import apply_handoff, apply_snapshot
 from streams.projection.batch import Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.profiles import ProfileSet
-from tests.unit.engine.builders import snapshot
+from tests.unit.engine.builders import at as engine_at
+from tests.unit.engine.builders import package, snapshot
 from tests.unit.projection.builders import T0, THREAD, at, compact_requested, completed, message, started, usage
 
 PROJECTION = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), {}.get)
@@ -93,3 +94,61 @@ def test_an_invalid_session_event_is_dead_lettered_with_its_bytes() -> None:
         9,
         b'{"type": "usage_sample"}',
     )
+
+
+def _engine_thread(*inputs):
+    """The engine's thread state after feeding it (snapshot pct, seconds, compactions) or a package."""
+    slot, config = None, EngineConfig()
+    for item in inputs:
+        if isinstance(item, tuple):
+            pct, seconds, compactions = item
+            snap = snapshot(pct, seconds=seconds, compactions=compactions, must_finish=True)
+            step = apply_snapshot(slot, snap, DEFAULT_POLICY, engine_at(seconds), config)
+        else:
+            step = apply_handoff(slot, item, engine_at(item.created_at.second), config)
+        slot = step.slot or slot
+    return slot.state
+
+
+def _compaction_record(states, *records):
+    _run([_identified(usage(230_000, model="gpt-5-codex", window=272_000))], states)
+    result = _run([r if hasattr(r, "context_budget_level") else _identified(r) for r in records], states)
+    [finished] = [e.record for e in result.emits if e.topic == "compactions"]
+    return finished
+
+
+def test_a_wrap_up_request_is_recorded_beside_the_missing_ready_package() -> None:
+    critical = _engine_thread((20, 1, 0))  # critical: wrap-up requested, no package
+    finished = _compaction_record({}, critical, started(10), completed(20, before=231_000, after=9_000))
+    assert (finished.wrap_up_requested, finished.handoff_ready) == (True, False)
+
+
+def test_a_package_of_an_earlier_cycle_does_not_count_as_ready_at_compaction() -> None:
+    used_up = _engine_thread((20, 1, 0), package(seconds=2), (90, 5, 1))  # the package predates compaction 1
+    assert used_up.handoff.package_status.value == "ready"
+    finished = _compaction_record({}, used_up, started(10), completed(20, before=231_000, after=9_000))
+    assert finished.handoff_ready is False
+
+
+def test_the_ending_cycle_counts_when_the_engine_saw_the_compaction_first() -> None:
+    prepared = _engine_thread((20, 1, 0), package(seconds=2))
+    after = _engine_thread((20, 1, 0), package(seconds=2), (90, 12, 1))  # compaction 1 at 12 s, counted already
+    states: dict[str, ProjectionState] = {}
+    finished = _compaction_record(states, prepared, after, started(10), completed(12, before=231_000, after=9_000))
+    assert (finished.handoff_ready, finished.wrap_up_requested) == (True, True)
+
+
+def test_an_event_without_identity_is_dead_lettered_and_the_next_one_after_the_thread_state_publishes() -> None:
+    states: dict[str, ProjectionState] = {}
+    first = _run([usage(200_000, model="gpt-5-codex", window=272_000)], states)
+    [letter] = [e.record for e in first.emits if e.topic == "deadletter"]
+    assert letter.reason == "identity_unknown"
+    assert "node_id" in letter.detail
+    assert letter.original_key == THREAD.encode()
+    assert not [e for e in first.emits if e.topic == "snapshots"]
+    engine_state = apply_snapshot(None, snapshot(pct=50.0), DEFAULT_POLICY, T0, EngineConfig()).slot.state
+    _run([engine_state], states)
+    later = _run([message(10, 1)], states)  # far below the reading step: published because none was yet
+    [emit] = [e for e in later.emits if e.topic == "snapshots"]
+    assert (emit.record.node_id, emit.record.snapshot_version) == (engine_state.node_id, 1)
+    assert not [e for e in later.emits if e.topic == "deadletter"]

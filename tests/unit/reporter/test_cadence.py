@@ -124,3 +124,31 @@ def test_an_answer_sets_the_interval_only_for_the_last_snapshot_sent() -> None:
     assert cadence.next_due() == _at(61)
     cadence.answered(key, snapshot_version(2), 5)
     assert cadence.next_due() == _at(36)
+
+
+def test_an_answered_interval_holds_for_later_sends_until_the_level_changes() -> None:
+    cadence = Cadence()
+    key = ("t", SourceKind.CODEX_APP_SERVER)
+    cadence.observe(_reading(1, T0), SAFE, T0)
+    _send_due(cadence, T0)  # through a spool: no answer yet
+    cadence.answered(key, snapshot_version(1), 5)  # the engine, under a strict policy: report every 5 s
+    assert _send_due(cadence, _at(5)) == [(1, 1)]
+    assert cadence.next_due() == _at(10)  # the re-send has no answer yet: the engine's 5 s still hold, not 30 s
+    cadence.observe(_reading(2, _at(6)), CRITICAL, _at(6))
+    _send_due(cadence, _at(6))
+    assert cadence.next_due() == _at(11)  # a new level: spec 5.1's interval for it until the engine answers
+
+
+def test_idleness_counts_from_the_time_of_the_reading_not_from_when_it_was_read() -> None:
+    cadence = Cadence(idle_after=timedelta(minutes=30))
+    old = _reading(1, T0 - timedelta(hours=2))  # a past session's last line, read now
+    cadence.observe(old, SAFE, T0)
+    [first] = cadence.due(T0)
+    assert (first.resend, first.captured_at) == (0, None)  # the snapshot carries the line's own time
+    cadence.sent(first, T0)
+    assert cadence.next_due() is None  # not re-sent under the reporter's clock: the engine lets it go stale
+    recent = _reading(2, T0 - timedelta(minutes=29))
+    cadence.observe(recent, SAFE, T0)
+    assert _send_due(cadence, _at(30)) == [(2, 0)]
+    assert _send_due(cadence, _at(60)) == [(2, 1)]
+    assert cadence.next_due() is None  # its idle window, from its own time, ends a minute after it was read

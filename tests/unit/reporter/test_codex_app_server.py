@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
 
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.codex_app_server import CodexAppServerParser
@@ -48,13 +52,28 @@ def test_a_compaction_announced_twice_is_counted_once(app_server_lines: list[str
     assert readings[-1][1].compaction_count == 1
 
 
-def test_unknown_methods_and_malformed_lines_are_counted_not_raised(app_server_lines: list[str]) -> None:
+def test_malformed_lines_are_counted_not_raised(app_server_lines: list[str]) -> None:
     parser, _ = _feed([*app_server_lines, "[1, 2]", '{"method":"thread/tokenUsage/updated","params":{"threadId":7}}'])
-    assert parser.skipped.counts == {
-        "unknown_method": 1,
-        "malformed_json": 1,
-        "not_an_object": 1,
-        "malformed_params": 1,
+    assert parser.skipped.counts == {"malformed_json": 1, "not_an_object": 1, "malformed_params": 1}
+
+
+def test_methods_the_reporter_does_not_need_are_counted_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    stream = [
+        {"method": "thread/started", "params": {"thread": {"id": "thr_a"}}},
+        *({"method": "item/agentMessage/delta", "params": {"threadId": "thr_a", "delta": "Hel"}} for _ in range(50)),
+        {"method": "item/started", "params": {"threadId": "thr_a", "turnId": "u", "item": {"type": "agentMessage"}}},
+        {"method": "codex/someFutureNotification", "params": {}},
+    ]
+    with caplog.at_level(logging.INFO):
+        parser, readings = _feed([json.dumps(message) for message in stream])
+    assert readings == []
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert parser.skipped.counts == {}
+    assert parser.ignored == {
+        "thread/started": 1,
+        "item/agentMessage/delta": 50,
+        "item/started": 1,
+        "codex/someFutureNotification": 1,
     }
 
 
@@ -104,3 +123,30 @@ def test_usage_before_any_window_is_skipped() -> None:
 def _shown(reading: Reading) -> float:
     """The percent Codex displays for the reading: it must equal Codex's own."""
     return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))
+
+
+def _compaction(turn: str) -> str:
+    item = {"type": "contextCompaction", "id": f"c-{turn}"}
+    return json.dumps({"method": "item/completed", "params": {"threadId": "thr_a", "turnId": turn, "item": item}})
+
+
+def test_compaction_counts_survive_a_restart_and_a_replayed_stream_is_not_counted_twice(
+    app_server_lines: list[str], tmp_path: Path
+) -> None:
+    state = tmp_path / "spool" / "app_server_threads.json"
+    first = CodexAppServerParser(state)
+    for i, line in enumerate(app_server_lines):
+        first.feed(line, T0 + timedelta(seconds=i))
+    compacted_at = T0 + timedelta(seconds=7)  # the item/completed line
+
+    restarted = CodexAppServerParser(state)  # a new reporter process on a new app-server stream
+    reading = restarted.feed(app_server_lines[-1], T0 + timedelta(minutes=5))
+    assert reading is not None
+    assert (reading.compaction_count, reading.last_compaction_at) == (1, compacted_at)
+    replayed = CodexAppServerParser(state)  # the same stream read again (a file given with --input)
+    readings = [replayed.feed(line, T0 + timedelta(minutes=9, seconds=i)) for i, line in enumerate(app_server_lines)]
+    assert [r.compaction_count for r in readings if r is not None][-1] == 1
+    later = replayed.feed(_compaction("turn_9"), T0 + timedelta(minutes=10))
+    assert later is not None
+    assert later.compaction_count == 2
+    assert CodexAppServerParser(state).feed(app_server_lines[-1], T0 + timedelta(minutes=11)).compaction_count == 2

@@ -112,3 +112,16 @@ def test_a_new_file_and_a_replaced_file_are_picked_up(tmp_path: Path) -> None:
 def _shown(reading: Reading) -> float:
     """The percent Codex displays for the reading: it must equal Codex's own."""
     return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))
+
+
+def test_the_compaction_reading_says_its_usage_is_from_before_the_compaction(tmp_path: Path) -> None:
+    (tmp_path / ROLLOUT_FILE.name).write_bytes(ROLLOUT_FILE.read_bytes())
+    readings = RolloutTailer(tmp_path, tmp_path / "state.json").poll()
+    # the `compacted` record repeats the last usage, of before it; the next token_count is Codex's recomputed one
+    assert [(_shown(r), r.compaction_count, r.usage_stale) for r in readings] == [
+        (81.0, 0, False),
+        (12.0, 0, False),
+        (12.0, 1, True),
+        (93.0, 1, False),
+        (65.0, 1, False),
+    ]

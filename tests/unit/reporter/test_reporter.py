@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reporter.cli import file_lines
+from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events
@@ -140,3 +142,61 @@ async def test_session_events_pass_through_after_validation() -> None:
     skipped = await run_events(sink, file_lines(FIXTURES / "session_events.jsonl"))
     assert [e.event_id for e in sink.events] == ["ev-1", "ev-2", "ev-4"]
     assert skipped.counts == {"validation_error": 1}
+
+
+async def test_a_directory_of_old_rollouts_is_reported_once_at_its_own_times_not_revived() -> None:
+    clock, sink = _Clock(), _Sink()
+    clock.now = T0 + timedelta(days=30)  # the reporter starts a month after the session ended
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    for reading in RolloutTailer(FIXTURES, Path("/nonexistent/state.json")).poll():
+        reporter.observe(reading)
+    await reporter.flush()
+    for _ in range(100):  # an hour of the reporter's time
+        clock.now += timedelta(seconds=36)
+        await reporter.flush()
+    [snapshot] = sink.snapshots
+    assert snapshot.captured_at == datetime(2026, 3, 25, 7, 30, tzinfo=UTC)  # its last line's timestamp
+    assert reporter.seconds_until_due() is None
+
+
+def _usage_line(thread: str, total: int) -> str:
+    usage = {"totalTokens": total}
+    token_usage = {"total": usage, "last": usage, "modelContextWindow": 258_400}
+    return json.dumps(
+        {
+            "method": "thread/tokenUsage/updated",
+            "params": {"threadId": thread, "turnId": "u1", "tokenUsage": token_usage},
+        }
+    )
+
+
+def _compaction_line(thread: str) -> str:
+    item = {"type": "contextCompaction", "id": "c1"}
+    return json.dumps({"method": "item/completed", "params": {"threadId": thread, "turnId": "u1", "item": item}})
+
+
+async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the_tool_reports_again() -> None:
+    clock, sink = _Clock(), _Sink()
+    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+
+    async def feed(line: str) -> None:
+        if (reading := parser.feed(line, clock())) is not None:
+            reporter.observe(reading)
+        await reporter.flush()
+
+    await feed(_usage_line("t", 240_000))  # critical
+    clock.now += timedelta(seconds=1)
+    await feed(_compaction_line("t"))
+    compacted_at = clock.now
+    for _ in range(60):  # a minute with no usage: critical would be re-sent every 5 s
+        clock.now += timedelta(seconds=1)
+        await reporter.flush()
+    [before] = sink.snapshots  # nothing re-presents the pre-compaction occupancy as current
+    assert before.context_budget_level is ContextBudgetLevel.CRITICAL
+    assert before.captured_at == T0
+
+    await feed(_usage_line("t", 30_000))
+    after = sink.snapshots[-1]
+    assert len(sink.snapshots) == 2
+    assert (after.compaction_count, after.last_compaction_at) == (1, compacted_at)
+    assert (after.context_budget_level, after.captured_at) == (ContextBudgetLevel.SAFE, clock.now)

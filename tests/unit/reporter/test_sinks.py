@@ -51,11 +51,21 @@ async def test_http_sink_gives_up_after_its_attempts(serve) -> None:
     assert len(server.requests) == 3
 
 
-async def test_http_sink_does_not_retry_a_rejected_report(serve) -> None:
-    server = serve([(422, {}, b'{"detail":"bad"}')])
-    with pytest.raises(RejectedRecord, match="422"):
+@pytest.mark.parametrize("status", [400, 413, 422])
+async def test_http_sink_does_not_retry_a_report_the_receiver_finds_invalid(serve, status: int) -> None:
+    server = serve([(status, {}, b'{"detail":"bad"}')])
+    with pytest.raises(RejectedRecord, match=str(status)):
         await HttpSink(server.url, sleep=_Sleeps()).send_snapshot(SNAP)
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 500, 501])
+async def test_http_sink_keeps_a_report_refused_for_a_reason_outside_the_record(serve, status: int) -> None:
+    """A bad token, a wrong URL or a broken server is the operator's to fix: the record stays to be sent again."""
+    server = serve([(status, {}, b'{"detail":"no"}')])
+    with pytest.raises(DeliveryError, match=str(status)):
+        await HttpSink(server.url, sleep=_Sleeps()).send_snapshot(SNAP)
+    assert len(server.requests) == 1  # no quick retries: the spool's backoff waits for the fix
 
 
 async def test_http_sink_retries_an_unreachable_api() -> None:

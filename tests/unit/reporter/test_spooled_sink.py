@@ -2,16 +2,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reporter.budget import TokenUsage
 from reporter.http_sink import HttpSink, RetryPolicy
 from reporter.readings import Reading
 from reporter.reporter import Reporter, run_app_server
-from reporter.sink import Backoff, DeliveryError
+from reporter.sink import Backoff, DeliveryError, RejectedRecord
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_sink import REJECTED_NAME, SpooledSink
 from schemas import SessionEvent, SourceKind, ThreadContextSnapshot
+from tests.samples import SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK
 from tests.unit.reporter.test_reporter import IDENTITY, T0, _Clock, _report_app_server, _Sink, _ticking
 from tests.unit.reporter.test_spool import snap
@@ -140,3 +142,50 @@ async def test_the_engines_answered_interval_sets_the_cadence_of_a_spooled_repor
     assert reporter.seconds_until_due() == 5.0
     await spooled.close()
     assert json.loads(api.requests[0][2])["source_kind"] == "codex_app_server"
+
+
+async def test_an_answered_interval_takes_effect_at_once_while_the_input_is_quiet(serve, tmp_path: Path) -> None:
+    every_second = json.dumps({**SPEC_REPORT_RESPONSE, "next_required_report_in_seconds": 1}).encode()
+    api = serve([(200, {"Content-Type": "application/json"}, every_second)])
+    spooled = _spooled(tmp_path, api.url)
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled)  # the real clock: the loop's own sleeps are under test
+    quiet = asyncio.Event()
+
+    async def one_reading_then_quiet() -> AsyncIterator[str]:
+        usage = {"totalTokens": 50_000}
+        token_usage = {"total": usage, "last": usage, "modelContextWindow": 258_400}
+        params = {"threadId": "t", "turnId": "u", "tokenUsage": token_usage}
+        yield json.dumps({"method": "thread/tokenUsage/updated", "params": params})
+        await quiet.wait()
+
+    loop = asyncio.create_task(run_app_server(reporter, one_reading_then_quiet()))
+    try:
+        await _until(lambda: len(api.requests) >= 3, seconds=5)  # safe is every 30 s, the engine said every 1 s
+    finally:
+        quiet.set()
+        await loop
+        await spooled.close()
+
+
+class _Rejecting(_Sink):
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        if snapshot.snapshot_version == 2:
+            raise RejectedRecord("422 captured_at is out of range")
+        return await super().send_snapshot(snapshot)
+
+
+async def test_a_record_the_receiver_rejects_is_set_aside_in_a_dead_letter_file(tmp_path: Path) -> None:
+    inner = _Rejecting()
+    spooled = SpooledSink(Spool(tmp_path), inner)
+    await spooled.start()
+    for version in (1, 2, 3):
+        await spooled.send_snapshot(snap("a", version))
+    await spooled.drained()
+    await spooled.close()
+    assert [s.snapshot_version for s in inner.snapshots] == [1, 3]
+    assert (spooled.delivered, spooled.rejected, len(Spool(tmp_path))) == (2, 1, 0)
+    [line] = (tmp_path / REJECTED_NAME).read_text().splitlines()
+    rejected = json.loads(line)
+    assert rejected["reason"] == "422 captured_at is out of range"
+    assert ThreadContextSnapshot.model_validate_json(json.dumps(rejected["snapshot"])) == snap("a", 2)

@@ -1,0 +1,120 @@
+"""`ctxbudget statusline` and `ctxbudget hook`: commands the agent tools run, reading JSON on stdin.
+
+Both must never get in the tool's way: they exit 0 whatever happens, and say what went wrong on stderr.
+- `statusline` prints the line at once, then (with `--api-url`) reports the thread's snapshot through its own spool,
+  waiting at most a second: what is not delivered stays spooled and goes out with a later update. Overlapping runs
+  do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway.
+- `hook` turns a hook's input into session events: to Kafka when `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else
+  appended to `--events-file` (JSON lines that `ctxbudget report --from events --input` passes on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.claude_code import ClaudeCodeProfile
+from reporter.claude_statusline import parse_status_input, render, status_reading
+from reporter.hooks import hook_events, parse_hook_input
+from reporter.http_sink import HttpSink
+from reporter.kafka_sink import KafkaSink
+from reporter.readings import Identity, Reading, to_snapshot
+from reporter.spool import Spool
+from reporter.spooled_sink import SpooledSink
+from schemas import SESSION_EVENT_ADAPTER, SessionEvent
+from streams.settings import Settings
+
+STATUSLINE_DRAIN_SECONDS = 1.0
+
+
+def statusline(
+    api_url: Annotated[str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Report through the API.")] = None,
+    token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    node_id: Annotated[str, typer.Option(envvar="CTXBUDGET_NODE_ID")] = "local",
+    worker_id: Annotated[str, typer.Option(envvar="CTXBUDGET_WORKER_ID")] = "local",
+    project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = "local",
+    claude_max_output: Annotated[int, typer.Option(min=1)] = ClaudeCodeProfile.max_output_tokens,
+    spool_dir: Annotated[Path | None, typer.Option(help="Default: <data dir>/reporter/statusline-spool.")] = None,
+) -> None:
+    """Claude Code's status line (settings.json `statusLine`): prints the context line and reports the thread."""
+    try:
+        status = parse_status_input(sys.stdin.read())
+    except ValueError as error:
+        typer.echo("ctx: ?")
+        typer.echo(f"ctxbudget statusline: unreadable input: {error}", err=True)
+        return
+    reading = status_reading(status, ClaudeCodeProfile(max_output_tokens=claude_max_output), datetime.now(UTC))
+    typer.echo(render(status, reading))
+    sys.stdout.flush()
+    if api_url is None or reading is None:
+        return
+    identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id)
+    directory = spool_dir or Settings().resolved_data_dir / "reporter" / "statusline-spool"
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        with (directory / ".lock").open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            asyncio.run(_report(reading, identity, Spool(directory), HttpSink(api_url, token)))
+    except Exception as error:  # the status line must not fail Claude Code's display
+        typer.echo(f"ctxbudget statusline: not reported: {error}", err=True)
+
+
+async def _report(reading: Reading, identity: Identity, spool: Spool, sink: HttpSink) -> None:
+    spooled = SpooledSink(spool, sink, drain_seconds=STATUSLINE_DRAIN_SECONDS)
+    await spooled.start()
+    try:
+        await spooled.send_snapshot(to_snapshot(reading, identity, DEFAULT_CODEX_PROFILE))
+    finally:
+        await spooled.close()
+
+
+def hook(
+    events_file: Annotated[
+        Path | None,
+        typer.Option(help="Without Kafka: append the events here (default: <data dir>/reporter/hooks.jsonl)."),
+    ] = None,
+    project_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = None,
+) -> None:
+    """A PreCompact / PostCompact / SessionStart / Stop hook of Claude Code or Codex: reports compaction facts."""
+    try:
+        events = hook_events(parse_hook_input(sys.stdin.buffer.read()), datetime.now(UTC), project_id)
+    except ValueError as error:
+        typer.echo(f"ctxbudget hook: unreadable input: {error}", err=True)
+        return
+    if not events:
+        return
+    settings = Settings()
+    try:
+        if settings.kafka_bootstrap_servers:
+            asyncio.run(_to_kafka(events, KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix)))
+        else:
+            path = events_file or settings.resolved_data_dir / "reporter" / "hooks.jsonl"
+            append_events(path, events)
+    except Exception as error:
+        typer.echo(f"ctxbudget hook: not reported: {error}", err=True)
+
+
+def append_events(path: Path, events: list[SessionEvent]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as handle:
+        for event in events:
+            handle.write(SESSION_EVENT_ADAPTER.dump_json(event) + b"\n")
+
+
+async def _to_kafka(events: list[SessionEvent], sink: KafkaSink) -> None:
+    await sink.start()
+    try:
+        for event in events:
+            await sink.send_event(event)
+    finally:
+        await sink.close()

@@ -1,0 +1,405 @@
+"""Claude Code session transcripts (`~/.claude/projects/<escaped cwd>/<session>.jsonl`) -> readings, and a tailer.
+
+Facts used (REFERENCES.md, and the real transcripts under tests/data/claude_code):
+- Context used = `input_tokens + cache_creation_input_tokens + cache_read_input_tokens` of the latest assistant record
+  that is not `isSidechain` (a subagent's records replay into its own context, not the thread's).
+- One API reply is written as several assistant records sharing `message.id` + `requestId`, each repeating the usage:
+  the first makes the reading, the repeats change nothing.
+- A compaction is a `system` record with subtype `compact_boundary` and `compactMetadata {trigger, preTokens}`; usage
+  written before it is stale, so the compaction is counted at once but reported with the next reply's usage.
+- Every other record type (`progress`, `summary`, `file-history-snapshot`, `queue-operation`, other system subtypes,
+  API errors, future ones) is skipped quietly.
+
+Threads report as `worker_estimator` (the spec's three source kinds name Codex's two; any other tool is the worker's
+own estimate), with `agent_tool` "claude-code" and the model beside it.
+
+The compaction point is not a fixed percent: about window - min(max output, 20k) - 13k, moved server-side without a
+release. The profile is configurable, and the point of the latest automatic compaction seen (its `preTokens`) replaces
+the formula from then on (`ClaudeCodeProfile.learned`, saved with the read positions).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from reporter.budget import TokenUsage
+from reporter.claude_events import (
+    TOOL_RESULT,
+    assistant_events,
+    boundary_event,
+    shell_commands,
+    summary_events,
+    tool_calls,
+    tool_outcomes,
+    trigger_of,
+    user_events,
+)
+from reporter.git_facts import WorkFactTracker
+from reporter.readings import Reading, SkipLog
+from schemas import SourceKind, TriggerMode
+from schemas.session_events import SessionEvent, ToolResultAdded, UsageSample
+
+log = logging.getLogger(__name__)
+
+AGENT_TOOL = "claude-code"
+STATE_FORMAT = 1
+DEFAULT_WINDOW_TOKENS = 200_000
+LONG_WINDOW_TOKENS = 1_000_000
+"""Models run with the 1M-token context (`[1m]` in the model name)."""
+DEFAULT_MAX_OUTPUT_TOKENS = 32_000
+OUTPUT_RESERVE_CAP = 20_000
+AUTO_COMPACT_BUFFER = 13_000
+SUBAGENT_DIR = "subagents"
+TOOL_NAMES_KEPT = 64
+"""Tool calls remembered to name their results: results follow their calls closely."""
+
+
+@dataclass(frozen=True)
+class ClaudeCodeProfile:
+    """Where Claude Code compacts, configurable, corrected by what was observed."""
+
+    window_tokens: int = DEFAULT_WINDOW_TOKENS
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    buffer_tokens: int = AUTO_COMPACT_BUFFER
+    learned: int | None = None
+    """`preTokens` of the latest automatic compaction seen at this window: where it really fired."""
+
+    def window(self, model: str | None) -> int:
+        return LONG_WINDOW_TOKENS if model and "[1m]" in model else self.window_tokens
+
+    def compaction_point(self, window: int) -> int:
+        if self.learned is not None and self.learned <= window:
+            return self.learned
+        return max(0, window - min(self.max_output_tokens, OUTPUT_RESERVE_CAP) - self.buffer_tokens)
+
+    def budget_pct(self, used: int, window: int) -> float:
+        """Room left before auto-compaction over the span up to it, 0..100."""
+        point = self.compaction_point(window)
+        return min(100.0, max(0.0, (point - used) / point * 100)) if point > 0 else 0.0
+
+    def shown_pct(self, used: int, window: int) -> float:
+        """What Claude Code's own meter shows: the percent of the window left."""
+        return min(100.0, max(0.0, (window - used) / window * 100))
+
+    def observe_automatic_compaction(self, pre_tokens: int) -> ClaudeCodeProfile:
+        return replace(self, learned=pre_tokens) if pre_tokens > 0 else self
+
+
+class TranscriptState(BaseModel):
+    """What has been read of one transcript: the offset after the last complete line, and the thread's facts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    offset: int = 0
+    inode: int | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+    model: str | None = None
+    used_tokens: int | None = None
+    """None while nothing was measured, or since a compaction until the next reply."""
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    reply_key: str | None = None
+    """`message.id|requestId` of the reply last counted: its repeated records change nothing."""
+    compaction_count: int = 0
+    last_compaction_at: datetime | None = None
+    last_position: int | None = None
+    last_observed_at: datetime | None = None
+    tool_names: dict[str, str] = {}
+    last_surface: str | None = None
+    """What the last record added: `assistant`, `prompt` or `tool_result` (where an automatic compaction fired)."""
+    compaction_mode: TriggerMode | None = None
+    """The trigger of a compaction whose summary has not been read yet."""
+    compaction_pre_tokens: int | None = None
+
+    def reading(self, profile: ClaudeCodeProfile) -> Reading | None:
+        if self.session_id is None or self.used_tokens is None or self.last_position is None:
+            return None
+        if self.last_observed_at is None:
+            return None
+        window = profile.window(self.model)
+        usage = TokenUsage(
+            total_tokens=self.used_tokens,
+            input_tokens=self.used_tokens,
+            cached_input_tokens=self.cache_read_tokens,
+            output_tokens=self.output_tokens,
+        )
+        return Reading(
+            thread_id=self.session_id,
+            source_kind=SourceKind.WORKER_ESTIMATOR,
+            position=self.last_position,
+            observed_at=self.last_observed_at,
+            last_usage=usage,
+            context_window=window,
+            compaction_count=self.compaction_count,
+            last_compaction_at=self.last_compaction_at,
+            agent_tool=AGENT_TOOL,
+            model=self.model,
+            budget_pct=profile.budget_pct(self.used_tokens, window),
+            shown_pct=profile.shown_pct(self.used_tokens, window),
+        )
+
+
+def _count(usage: dict[str, Any], name: str) -> int:
+    value = usage.get(name, 0)
+    if value is None:
+        return 0
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} is not a non-negative integer")
+    return value
+
+
+def _timestamp(record: dict[str, Any]) -> datetime:
+    at = datetime.fromisoformat(record["timestamp"])
+    if at.tzinfo is None:
+        raise ValueError("timestamp without an offset")
+    return at
+
+
+@dataclass(frozen=True)
+class LineResult:
+    state: TranscriptState
+    reading: Reading | None = None
+    automatic_compaction_at: int | None = None
+    """`preTokens` of an automatic compaction this line announced (the profile learns it)."""
+    events: tuple[SessionEvent, ...] = ()
+    commands: tuple[tuple[str, str], ...] = ()
+    """(tool-use id, command) of shell commands the line started."""
+    outcomes: tuple[tuple[str, bool], ...] = ()
+    """(tool-use id, failed) of tool results the line carried."""
+
+
+def parse_transcript_line(
+    state: TranscriptState, line: bytes, end_offset: int, profile: ClaudeCodeProfile, skipped: SkipLog
+) -> LineResult:
+    """The file's state after one complete line, and the thread's new reading if the line made one."""
+    state = state.model_copy(update={"offset": end_offset})
+    if not line.strip():
+        return LineResult(state)
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict) or record.get("isSidechain") is True:
+            return LineResult(state)
+        kind = record.get("type")
+        facts: dict[str, Any] = {}
+        if isinstance(record.get("sessionId"), str) and record["sessionId"]:
+            facts["session_id"] = record["sessionId"]
+        if isinstance(record.get("cwd"), str):
+            facts["cwd"] = record["cwd"]
+        if kind == "system" and record.get("subtype") == "compact_boundary":
+            at = _timestamp(record)
+            meta = record.get("compactMetadata") or {}
+            pre = meta.get("preTokens")
+            mode = trigger_of(meta.get("trigger"), state.last_surface)
+            facts |= {
+                "compaction_count": state.compaction_count + 1,
+                "last_compaction_at": at,
+                "used_tokens": None,  # stale until the next reply
+                "reply_key": None,
+                "compaction_mode": mode,
+                "compaction_pre_tokens": pre if type(pre) is int else None,
+            }
+            state = state.model_copy(update=facts)
+            learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
+            return LineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
+        if kind == "assistant":
+            return _assistant(state, record, facts, end_offset, profile)
+        if kind == "user":
+            return _user(state.model_copy(update=facts), record)
+        return LineResult(state.model_copy(update=facts) if facts else state)
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
+        return LineResult(state)
+
+
+def _thread(state: TranscriptState) -> str:
+    if state.session_id is None:
+        raise ValueError("no session id yet")
+    return state.session_id
+
+
+def _assistant(
+    state: TranscriptState, record: dict[str, Any], facts: dict[str, Any], end_offset: int, profile: ClaudeCodeProfile
+) -> LineResult:
+    message = record.get("message") or {}
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return LineResult(state.model_copy(update=facts))
+    at = _timestamp(record)
+    names = {**state.tool_names, **tool_calls(record)}
+    facts |= {"tool_names": dict(list(names.items())[-TOOL_NAMES_KEPT:]), "last_surface": "assistant"}
+    key = f"{message.get('id')}|{record.get('requestId')}"
+    if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
+        state = state.model_copy(update=facts)
+        events = tuple(assistant_events(record, _thread(state), at, None))
+        return LineResult(state, None, None, events, tuple(shell_commands(record)))
+    used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    model = message.get("model")
+    facts |= {
+        "used_tokens": used,
+        "cache_read_tokens": _count(usage, "cache_read_input_tokens"),
+        "output_tokens": _count(usage, "output_tokens"),
+        "reply_key": key,
+        "last_position": end_offset,
+        "last_observed_at": at,
+    }
+    if isinstance(model, str) and model and not model.startswith("<"):  # `<synthetic>` replies name no model
+        facts["model"] = model
+    state = state.model_copy(update=facts)
+    sample = UsageSample(
+        thread_id=_thread(state),
+        event_id=f"cc-{record['uuid']}-u",
+        occurred_at=at,
+        input_tokens=used,
+        cached_input_tokens=state.cache_read_tokens,
+        output_tokens=state.output_tokens,
+        model=state.model,
+        context_window_tokens=profile.window(state.model),
+    )
+    events = tuple(assistant_events(record, _thread(state), at, sample))
+    return LineResult(state, state.reading(profile), None, events, tuple(shell_commands(record)))
+
+
+def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
+    at = _timestamp(record)
+    if record.get("isCompactSummary") is True:
+        mode = state.compaction_mode or TriggerMode.REQUEST_START
+        events = summary_events(record, _thread(state), at, mode, state.compaction_pre_tokens)
+        state = state.model_copy(update={"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None})
+        return LineResult(state, events=tuple(events))
+    events = user_events(record, _thread(state), at, state.tool_names)
+    surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
+    state = state.model_copy(update={"last_surface": surface})
+    return LineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
+
+
+class _StateFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: int = STATE_FORMAT
+    learned_compaction_point: int | None = None
+    files: dict[str, TranscriptState] = {}
+
+
+class TranscriptTailer:
+    """Reads new complete lines of every session transcript under a projects directory, resuming from a state file.
+
+    Subagent transcripts (`<session>/subagents/*.jsonl`) are not read: every record in them is a sidechain. `poll()`
+    returns the readings of the lines read since the last poll; `commit()` saves the positions reached (write to a
+    temporary file, then rename). A file whose inode changed or that shrank below its offset is read from its start.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        state_path: Path,
+        profile: ClaudeCodeProfile | None = None,
+        collect_events: bool = False,
+        facts: WorkFactTracker | None = None,
+    ) -> None:
+        self.directory = directory
+        self.facts = facts
+        self.touched: set[str] = set()
+        """Threads with lines read since the last `take_touched` (their work facts may have changed)."""
+        self.collect_events = collect_events
+        self._events: list[SessionEvent] = []
+        self.state_path = state_path
+        self.skipped = SkipLog("claude code transcripts")
+        state = self._load()
+        self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned_compaction_point)
+        self._files: dict[str, TranscriptState] = dict(state.files)
+
+    def _load(self) -> _StateFile:
+        if not self.state_path.exists():
+            return _StateFile()
+        state = _StateFile.model_validate_json(self.state_path.read_bytes())
+        if state.format != STATE_FORMAT:
+            raise ValueError(f"{self.state_path}: state format {state.format}, expected {STATE_FORMAT}")
+        return state
+
+    def restored(self) -> list[Reading]:
+        return [r for r in (s.reading(self.profile) for s in self._files.values()) if r is not None]
+
+    def state_of(self, path: Path) -> TranscriptState | None:
+        return self._files.get(str(path))
+
+    def poll(self) -> list[Reading]:
+        readings: list[Reading] = []
+        for path in sorted(self.directory.rglob("*.jsonl")):
+            if SUBAGENT_DIR not in path.relative_to(self.directory).parts:
+                readings.extend(self._read_file(path))
+        return readings
+
+    def _read_file(self, path: Path) -> list[Reading]:
+        key = str(path)
+        try:
+            stat = path.stat()
+            handle = path.open("rb")
+        except OSError as error:
+            log.warning("claude code transcripts: cannot read %s: %s", path, error)
+            return []
+        state = self._files.get(key)
+        if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
+            state = TranscriptState(inode=stat.st_ino, session_id=path.stem)
+        readings: list[Reading] = []
+        with handle:
+            handle.seek(state.offset)
+            while (line := handle.readline()).endswith(b"\n"):
+                result = parse_transcript_line(state, line, state.offset + len(line), self.profile, self.skipped)
+                state = result.state
+                if result.automatic_compaction_at is not None:
+                    self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
+                if result.reading is not None:
+                    readings.append(result.reading)
+                if self.collect_events:
+                    self._events.extend(result.events)
+                if self.facts is not None:
+                    self._track(result, result.state)
+        self._files[key] = state
+        return readings
+
+    def _track(self, result: LineResult, state: TranscriptState) -> None:
+        if self.facts is None or state.session_id is None or state.cwd is None:
+            return
+        self.facts.observe_cwd(state.session_id, state.cwd)
+        at = state.last_observed_at or datetime.min.replace(tzinfo=UTC)
+        for call_id, command in result.commands:
+            self.facts.observe_command(state.session_id, call_id, command, at)
+        for call_id, failed in result.outcomes:
+            self.facts.observe_result(state.session_id, call_id, failed)
+        self.touched.add(state.session_id)
+
+    def take_touched(self) -> set[str]:
+        touched, self.touched = self.touched, set()
+        return touched
+
+    def take_events(self) -> list[SessionEvent]:
+        """The session events of the lines read since the last call (with `collect_events`)."""
+        events, self._events = self._events, []
+        return events
+
+    def queue_events(self, events: Sequence[SessionEvent]) -> None:
+        self._events.extend(events)
+
+    def return_events(self, events: list[SessionEvent]) -> None:
+        """Events taken but not delivered: first in line again."""
+        self._events[:0] = events
+
+    def commit(self) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.state_path.with_name(f".{self.state_path.name}.tmp")
+        state = _StateFile(learned_compaction_point=self.profile.learned, files=self._files)
+        with temporary.open("wb") as handle:
+            handle.write(state.model_dump_json(indent=1).encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.state_path)

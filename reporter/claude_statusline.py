@@ -1,0 +1,93 @@
+"""`ctxbudget statusline`: Claude Code's status-line command (settings.json `statusLine`), which also reports.
+
+Claude Code runs the command on every update with JSON on stdin (`session_id`, `transcript_path`, `model`,
+`workspace.current_dir`, `context_window {context_window_size, used_percentage, remaining_percentage, current_usage}`)
+and shows the first line it prints. `current_usage` is null before the first reply and right after /compact: then
+there is no measure to report and the line says so. The budget is computed with the Claude Code profile, so the line
+shows both the room before auto-compaction and the percent Claude Code itself shows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reporter.budget import TokenUsage
+from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile
+from reporter.readings import Reading
+from schemas import SourceKind
+
+
+@dataclass(frozen=True)
+class StatusInput:
+    session_id: str
+    model: str | None
+    cwd: str | None
+    window: int | None
+    used_percentage: float | None
+    used_tokens: int | None
+    """From `current_usage`; None when Claude Code sent none."""
+
+
+def _tokens(usage: Any) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    names = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    values = [usage.get(n) or 0 for n in names]
+    if any(type(v) is not int or v < 0 for v in values):
+        raise ValueError("current_usage counts are not non-negative integers")
+    return sum(values)
+
+
+def parse_status_input(raw: str) -> StatusInput:
+    """Raises ValueError on input that is not Claude Code's status-line JSON."""
+    data = json.loads(raw)
+    if not isinstance(data, dict) or not isinstance(data.get("session_id"), str) or not data["session_id"]:
+        raise ValueError("no session_id")
+    model = data.get("model")
+    model_id = model.get("id") if isinstance(model, dict) else model if isinstance(model, str) else None
+    workspace = data.get("workspace") if isinstance(data.get("workspace"), dict) else {}
+    context = data.get("context_window") if isinstance(data.get("context_window"), dict) else {}
+    window = context.get("context_window_size")
+    used_pct = context.get("used_percentage")
+    return StatusInput(
+        session_id=data["session_id"],
+        model=model_id if isinstance(model_id, str) and model_id else None,
+        cwd=workspace.get("current_dir") or data.get("cwd"),
+        window=window if type(window) is int and window > 0 else None,
+        used_percentage=float(used_pct) if isinstance(used_pct, int | float) else None,
+        used_tokens=_tokens(context.get("current_usage")),
+    )
+
+
+def status_reading(status: StatusInput, profile: ClaudeCodeProfile, now: datetime) -> Reading | None:
+    """A reading of the thread, when the input measures it (its position is the arrival in epoch milliseconds)."""
+    if status.used_tokens is None:
+        return None
+    window = status.window or profile.window(status.model)
+    used = status.used_tokens
+    return Reading(
+        thread_id=status.session_id,
+        source_kind=SourceKind.WORKER_ESTIMATOR,
+        position=int(now.timestamp() * 1000),
+        observed_at=now,
+        last_usage=TokenUsage(total_tokens=used, input_tokens=used),
+        context_window=window,
+        agent_tool=AGENT_TOOL,
+        model=status.model,
+        budget_pct=profile.budget_pct(used, window),
+        shown_pct=profile.shown_pct(used, window) if status.used_percentage is None else 100 - status.used_percentage,
+    )
+
+
+def render(status: StatusInput, reading: Reading | None) -> str:
+    """The one line Claude Code shows."""
+    model = f"{status.model} · " if status.model else ""
+    if reading is None or reading.budget_pct is None:
+        return f"{model}ctx: no usage yet"
+    left = f"{reading.shown_pct:.0f}% left" if reading.shown_pct is not None else ""
+    return (
+        f"{model}ctx {reading.last_usage.total_tokens // 1000}k · {left} · {reading.budget_pct:.0f}% before compaction"
+    )

@@ -1,0 +1,208 @@
+"""Spec 4.2 work facts of a thread, from its working directory (git) and the commands it ran.
+
+- `uncommitted_patch`: `git status --porcelain` lists changes (the files go to the checklist).
+- `unrecorded_test_results`: a test command ran after the last commit (its conclusion is not in history yet); the
+  detail is that conclusion (`<command>: passed|failed|running`), which the checklist shows.
+- `unrecorded_decisions`: changed, uncommitted files under the configured decision paths.
+- `uninterruptible_hardware_step`: a command matching the hardware patterns started and has not finished.
+- `awaiting_cross_node_reply`: a running command matching the waiting patterns.
+
+`WorkFactTracker.evaluate` returns only the facts that changed since the last evaluation, as `work_fact_changed`
+events whose ids derive from the thread, the fact, its state and the evaluation time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from schemas import WorkFact
+from schemas.base import MAX_LIST_ITEMS
+from schemas.session_events import WorkFactChanged
+
+DEFAULT_TEST_PATTERNS = (
+    r"\bpytest\b",
+    r"\bpython3?\s+-m\s+(pytest|unittest)\b",
+    r"\b(npm|pnpm|yarn)\s+(run\s+)?test\b",
+    r"\bcargo\s+(test|nextest)\b",
+    r"\bgo\s+test\b",
+    r"\b(mvn|mvnw|gradle|gradlew)\b.*\b(test|check|verify)\b",
+    r"\bctest\b",
+)
+DEFAULT_DECISION_PATHS = ("docs/adr/*", "docs/decisions/*", "*DECISIONS*.md", "*ADR*.md")
+DEFAULT_HARDWARE_PATTERNS = (r"\b(openocd|esptool(\.py)?|avrdude|dfu-util|st-flash|nrfjprog|fastboot\s+flash)\b",)
+DEFAULT_WAITING_PATTERNS: tuple[str, ...] = ()
+GIT_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class FactPatterns:
+    test: Sequence[str] = DEFAULT_TEST_PATTERNS
+    decision_paths: Sequence[str] = DEFAULT_DECISION_PATHS
+    hardware: Sequence[str] = DEFAULT_HARDWARE_PATTERNS
+    waiting: Sequence[str] = DEFAULT_WAITING_PATTERNS
+
+    def matches(self, patterns: Sequence[str], command: str) -> bool:
+        return any(re.search(p, command) for p in patterns)
+
+
+@dataclass(frozen=True)
+class GitView:
+    changed_files: tuple[str, ...]
+    last_commit_at: datetime | None
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_view(cwd: Path) -> GitView | None:
+    """The working tree's changed files and the last commit's time; None when `cwd` is no git work tree."""
+    status = _git(cwd, "status", "--porcelain", "--untracked-files=all")
+    if status is None:
+        return None
+    files = []
+    for line in status.splitlines():
+        path = line[3:]
+        files.append(path.split(" -> ", 1)[-1].strip('"'))
+    log = _git(cwd, "log", "-1", "--format=%cI")
+    last = datetime.fromisoformat(log.strip()) if log and log.strip() else None
+    return GitView(tuple(sorted(files)), last)
+
+
+@dataclass
+class _Command:
+    command: str
+    at: datetime
+    finished: bool = False
+    failed: bool | None = None
+
+
+@dataclass
+class _Thread:
+    cwd: Path
+    commands: dict[str, _Command] = field(default_factory=dict)
+    facts: dict[WorkFact, tuple[bool, str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Checklist:
+    """What the wrap-up checklist (spec 8.3) needs from the worker."""
+
+    files: tuple[str, ...] = ()
+    last_key_command: str | None = None
+    last_test_conclusion: str | None = None
+
+
+COMMANDS_KEPT = 64
+
+
+class WorkFactTracker:
+    def __init__(self, patterns: FactPatterns | None = None) -> None:
+        self.patterns = patterns or FactPatterns()
+        self._threads: dict[str, _Thread] = {}
+
+    def observe_cwd(self, thread_id: str, cwd: str) -> None:
+        thread = self._threads.get(thread_id)
+        if thread is None or str(thread.cwd) != cwd:
+            self._threads[thread_id] = _Thread(Path(cwd))
+
+    def observe_command(self, thread_id: str, call_id: str, command: str, at: datetime) -> None:
+        if (thread := self._threads.get(thread_id)) is None:
+            return
+        thread.commands[call_id] = _Command(command, at)
+        while len(thread.commands) > COMMANDS_KEPT:
+            thread.commands.pop(next(iter(thread.commands)))
+
+    def observe_result(self, thread_id: str, call_id: str, failed: bool) -> None:
+        thread = self._threads.get(thread_id)
+        if thread is not None and (command := thread.commands.get(call_id)) is not None:
+            command.finished, command.failed = True, failed
+
+    def threads(self) -> list[str]:
+        return list(self._threads)
+
+    def _last_test(self, thread: _Thread) -> _Command | None:
+        tests = [c for c in thread.commands.values() if self.patterns.matches(self.patterns.test, c.command)]
+        return max(tests, key=lambda c: c.at, default=None)
+
+    def current(self, thread_id: str) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
+        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree."""
+        thread = self._threads.get(thread_id)
+        view = git_view(thread.cwd) if thread else None
+        if thread is None or view is None:
+            return None
+        test = self._last_test(thread)
+        untested = test is not None and (view.last_commit_at is None or test.at > view.last_commit_at)
+        decisions = tuple(
+            f for f in view.changed_files if any(fnmatch.fnmatch(f, p) for p in self.patterns.decision_paths)
+        )
+        running = [c for c in thread.commands.values() if not c.finished]
+        hardware = [c.command for c in running if self.patterns.matches(self.patterns.hardware, c.command)]
+        waiting = [c.command for c in running if self.patterns.matches(self.patterns.waiting, c.command)]
+        return {
+            WorkFact.UNCOMMITTED_PATCH: (bool(view.changed_files), "", view.changed_files),
+            WorkFact.UNRECORDED_TEST_RESULTS: (untested, _conclusion(test) if untested and test else "", ()),
+            WorkFact.UNRECORDED_DECISIONS: (bool(decisions), "", decisions),
+            WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP: (bool(hardware), "; ".join(hardware), ()),
+            WorkFact.AWAITING_CROSS_NODE_REPLY: (bool(waiting), "; ".join(waiting), ()),
+        }
+
+    def evaluate(self, thread_id: str, now: datetime, project_id: str | None = None) -> list[WorkFactChanged]:
+        """The facts that changed since the last evaluation (the first evaluation reports the active ones)."""
+        facts = self.current(thread_id)
+        thread = self._threads.get(thread_id)
+        if facts is None or thread is None:
+            return []
+        events = []
+        for fact, value in facts.items():
+            previous = thread.facts.get(fact, (False, "", ()))
+            if value == previous:
+                continue
+            active, detail, files = value
+            digest = hashlib.sha256(f"{thread_id}|{fact}|{value}|{now.isoformat()}".encode()).hexdigest()[:32]
+            events.append(
+                WorkFactChanged(
+                    thread_id=thread_id,
+                    event_id=f"wf-{digest}",
+                    occurred_at=now,
+                    project_id=project_id,
+                    fact=fact,
+                    active=active,
+                    detail=detail[:200],
+                    files=list(files)[:MAX_LIST_ITEMS],
+                )
+            )
+            thread.facts[fact] = value
+        return events
+
+    def must_finish(self, thread_id: str) -> bool:
+        thread = self._threads.get(thread_id)
+        return thread is not None and any(active for active, _, _ in thread.facts.values())
+
+    def checklist(self, thread_id: str) -> Checklist:
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return Checklist()
+        files = thread.facts.get(WorkFact.UNCOMMITTED_PATCH, (False, "", ()))[2]
+        last = max(thread.commands.values(), key=lambda c: c.at, default=None)
+        test = self._last_test(thread)
+        return Checklist(files, last.command if last else None, _conclusion(test) if test else None)
+
+
+def _conclusion(test: _Command) -> str:
+    """The engine's checklist shows this detail as the last test conclusion (spec 8.3)."""
+    state = "running" if not test.finished else "failed" if test.failed else "passed"
+    return f"{test.command}: {state}"

@@ -1,0 +1,110 @@
+"""The commands Claude Code and Codex run: status line and hooks, with the input shapes their docs give."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from schemas import SESSION_EVENT_ADAPTER, TriggerMode
+from schemas.session_events import CompactionCompleted, CompactionStarted
+from streams.cli import app
+from tests.unit.reporter.conftest import OK
+
+SESSION = "0f112eb4-a676-476d-8986-d6c78693cd5b"
+
+
+def _status(current_usage: dict | None, used_pct: float | None = 20.0) -> str:
+    return json.dumps(
+        {
+            "hook_event_name": "Status",
+            "session_id": SESSION,
+            "transcript_path": f"/home/u/.claude/projects/-home-u-repo/{SESSION}.jsonl",
+            "cwd": "/home/u/repo",
+            "model": {"id": "claude-opus-4-5-20251101", "display_name": "Opus 4.5"},
+            "workspace": {"current_dir": "/home/u/repo", "project_dir": "/home/u/repo"},
+            "version": "2.1.140",
+            "context_window": {
+                "context_window_size": 200_000,
+                "used_percentage": used_pct,
+                "remaining_percentage": None if used_pct is None else 100 - used_pct,
+                "current_usage": current_usage,
+            },
+        }
+    )
+
+
+USAGE = {
+    "input_tokens": 8,
+    "cache_creation_input_tokens": 1_992,
+    "cache_read_input_tokens": 38_000,
+    "output_tokens": 90,
+}
+
+
+def test_the_status_line_shows_both_percents(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["statusline"], input=_status(USAGE))
+    assert result.exit_code == 0, result.output
+    line = result.stdout.splitlines()[0]
+    budget = (167_000 - 40_000) / 167_000 * 100
+    assert line == f"claude-opus-4-5-20251101 · ctx 40k · 80% left · {budget:.0f}% before compaction"
+
+
+def test_no_usage_right_after_compact_is_said_not_guessed() -> None:
+    result = CliRunner().invoke(app, ["statusline"], input=_status(None, None))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == "claude-opus-4-5-20251101 · ctx: no usage yet"
+
+
+def test_bad_input_still_prints_a_line_and_exits_0() -> None:
+    result = CliRunner().invoke(app, ["statusline"], input="not json")
+    assert (result.exit_code, result.stdout.splitlines()[0]) == (0, "ctx: ?")
+
+
+def test_the_status_line_reports_the_thread(tmp_path: Path, serve) -> None:
+    api = serve([OK])
+    args = ["statusline", "--api-url", api.url, "--spool-dir", str(tmp_path / "spool"), "--project-id", "proj-1"]
+    result = CliRunner().invoke(app, args, input=_status(USAGE))
+    assert result.exit_code == 0, result.output
+    assert len(api.requests) == 1
+    body = json.loads(api.requests[0][2])
+    assert (body["thread_id"], body["source_kind"], body["agent_tool"]) == (SESSION, "worker_estimator", "claude-code")
+    assert body["shown_remaining_pct"] == 80.0
+    assert body["context_budget_remaining_pct"] == (167_000 - 40_000) / 167_000 * 100
+
+
+def _hook(name: str, **extra: str) -> str:
+    payload = {"session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": "/home/u/repo", "hook_event_name": name}
+    return json.dumps(payload | extra)
+
+
+def _events(path: Path) -> list:
+    return [SESSION_EVENT_ADAPTER.validate_json(line) for line in path.read_bytes().splitlines()]
+
+
+def test_compaction_hooks_become_session_events(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    out = tmp_path / "hooks.jsonl"
+    runner = CliRunner()
+    for name, trigger in (("PreCompact", "auto"), ("PostCompact", "auto"), ("PreCompact", "manual")):
+        result = runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook(name, trigger=trigger))
+        assert (result.exit_code, result.stdout) == (0, "")
+    runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook("Stop", stop_hook_active="false"))
+    runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook("SessionStart", source="compact"))
+    events = _events(out)
+    assert [(type(e), e.trigger_mode) for e in events] == [
+        (CompactionStarted, TriggerMode.REQUEST_START),
+        (CompactionCompleted, TriggerMode.REQUEST_START),
+        (CompactionStarted, TriggerMode.MANUAL),
+    ]
+    assert {e.thread_id for e in events} == {SESSION}
+
+
+def test_the_same_hook_input_twice_is_one_event(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    out = tmp_path / "hooks.jsonl"
+    for _ in range(2):
+        CliRunner().invoke(app, ["hook", "--events-file", str(out)], input=_hook("PreCompact", trigger="auto"))
+    first, second = _events(out)
+    assert first.event_id == second.event_id

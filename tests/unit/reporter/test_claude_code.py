@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
+from reporter.readings import Identity, to_snapshot
+from schemas import SourceKind, TriggerMode
+from schemas.session_events import ToolResultAdded, UsageSample
+
+DATA = Path(__file__).parents[2] / "data" / "claude_code"
+AUTO = DATA / "slopometry-compaction-excerpt.jsonl"
+AUTO_SESSION = "0f112eb4-a676-476d-8986-d6c78693cd5b"
+MANUAL = DATA / "spotter-manual-compaction-excerpt.jsonl"
+IDENTITY = Identity(node_id="node-1", worker_id="worker-1", project_id="proj-1")
+DEFAULT_POINT = 200_000 - 20_000 - 13_000
+
+
+def _project(tmp_path: Path, source: Path, session: str) -> Path:
+    projects = tmp_path / "projects"
+    (projects / "-Users-someone-code").mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, projects / "-Users-someone-code" / f"{session}.jsonl")
+    return projects
+
+
+def test_each_reply_counts_once_and_usage_before_the_boundary_is_not_reported_after_it(tmp_path: Path) -> None:
+    tailer = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "state.json")
+    readings = tailer.poll()
+    # Six replies (each written as two records), the boundary, then two replies after it (three and two records).
+    assert [r.last_usage.total_tokens for r in readings] == [
+        150_305,
+        151_622,
+        152_099,
+        152_785,
+        153_827,
+        154_980,
+        34_667,
+        35_316,
+    ]
+    assert [r.compaction_count for r in readings] == [0] * 6 + [1, 1]
+    assert readings[-1].last_compaction_at == datetime(2025, 12, 12, 14, 31, 13, 441000, tzinfo=UTC)
+    assert {(r.thread_id, r.source_kind, r.agent_tool, r.model) for r in readings} == {
+        (AUTO_SESSION, SourceKind.WORKER_ESTIMATOR, "claude-code", "claude-opus-4-5-20251101")
+    }
+    assert tailer.skipped.counts == {}  # api_error and user records are skipped quietly
+
+
+def test_the_profile_learns_the_point_of_an_automatic_compaction(tmp_path: Path) -> None:
+    tailer = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "state.json")
+    readings = tailer.poll()
+    assert readings[0].budget_pct == (DEFAULT_POINT - 150_305) / DEFAULT_POINT * 100
+    assert tailer.profile.learned == 155_317
+    assert readings[6].budget_pct == (155_317 - 34_667) / 155_317 * 100
+    assert readings[6].shown_pct == (200_000 - 34_667) / 200_000 * 100
+    tailer.commit()
+    assert TranscriptTailer(tmp_path / "projects", tmp_path / "state.json").profile.learned == 155_317
+
+
+def test_a_manual_compaction_counts_but_teaches_nothing(tmp_path: Path) -> None:
+    tailer = TranscriptTailer(_project(tmp_path, MANUAL, "ae4a77f8"), tmp_path / "state.json")
+    readings = tailer.poll()
+    assert [(r.last_usage.total_tokens, r.compaction_count) for r in readings] == [(141_787, 0), (45_263, 1)]
+    assert tailer.profile.learned is None
+    assert tailer.skipped.counts == {}  # progress, file-history-snapshot, stop_hook_summary, turn_duration
+
+
+def test_sidechain_records_and_subagent_files_are_not_the_thread(tmp_path: Path) -> None:
+    projects = _project(tmp_path, DATA / "spotter-subagent-aac57f5.jsonl", "sidechain-only")
+    subagents = projects / "-Users-someone-code" / AUTO_SESSION / "subagents"
+    subagents.mkdir(parents=True)
+    shutil.copy(DATA / "spotter-subagent-aac57f5.jsonl", subagents / "agent-aac57f5.jsonl")
+    tailer = TranscriptTailer(projects, tmp_path / "state.json")
+    assert tailer.poll() == []
+    assert [Path(k).name for k in tailer._files] == ["sidechain-only.jsonl"]
+
+
+def test_resume_reads_every_line_once_and_waits_for_a_partial_line(tmp_path: Path) -> None:
+    data = AUTO.read_bytes()
+    cut = data.index(b'"compact_boundary"')
+    projects = tmp_path / "projects" / "p"
+    projects.mkdir(parents=True)
+    path = projects / f"{AUTO_SESSION}.jsonl"
+    path.write_bytes(data[:cut])
+    first = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json")
+    seen = first.poll()
+    first.commit()
+    with path.open("ab") as handle:
+        handle.write(data[cut:])
+    again = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json")
+    seen += again.poll()
+    assert [r.last_usage.total_tokens for r in seen][-3:] == [154_980, 34_667, 35_316]
+    assert len(seen) == 8
+    assert [r.position for r in again.restored()] == [seen[-1].position]
+
+
+def test_a_claude_reading_makes_a_snapshot_with_its_own_profile_and_tool() -> None:
+    tailer_profile = ClaudeCodeProfile()
+    assert tailer_profile.compaction_point(200_000) == DEFAULT_POINT
+    assert ClaudeCodeProfile(max_output_tokens=8_000).compaction_point(200_000) == 200_000 - 8_000 - 13_000
+    assert ClaudeCodeProfile().window("claude-sonnet-4-5[1m]") == 1_000_000
+
+
+def test_snapshot_carries_tool_model_and_shown_percent(tmp_path: Path) -> None:
+    reading = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "s.json").poll()[0]
+    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_PROFILE)
+    assert snapshot.source_kind is SourceKind.WORKER_ESTIMATOR
+    assert (snapshot.agent_tool, snapshot.model) == ("claude-code", "claude-opus-4-5-20251101")
+    assert snapshot.context_budget_remaining_pct == reading.budget_pct
+    assert snapshot.shown_remaining_pct == (200_000 - 150_305) / 200_000 * 100
+
+
+async def test_the_reporter_sends_a_claude_thread_with_its_compaction(tmp_path: Path) -> None:
+    from tests.unit.reporter.test_reporter import IDENTITY as REPORTER_IDENTITY
+    from tests.unit.reporter.test_reporter import Reporter, _Clock, _Sink
+
+    tailer = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "state.json")
+    sink = _Sink()
+    reporter = Reporter(REPORTER_IDENTITY, sink, clock=_Clock())
+    for reading in tailer.poll():
+        reporter.observe(reading)
+    await reporter.flush(final=True)
+    last = sink.snapshots[-1]
+    assert (last.thread_id, last.compaction_count, last.agent_tool) == (AUTO_SESSION, 1, "claude-code")
+    assert last.context_budget_remaining_pct == (155_317 - 35_316) / 155_317 * 100
+
+
+def _events(tmp_path: Path, source: Path, session: str) -> list:
+    tailer = TranscriptTailer(_project(tmp_path, source, session), tmp_path / "state.json", collect_events=True)
+    tailer.poll()
+    return tailer.take_events()
+
+
+def test_transcript_events_carry_usage_surface_and_an_automatic_compaction_inside_a_tool_loop(tmp_path: Path) -> None:
+    events = _events(tmp_path, AUTO, AUTO_SESSION)
+    assert [e.input_tokens for e in events if isinstance(e, UsageSample)] == [
+        150_305,
+        151_622,
+        152_099,
+        152_785,
+        153_827,
+        154_980,
+        34_667,
+        35_316,
+    ]
+    compaction = [e for e in events if e.type.startswith("compaction")]
+    assert [(e.type, e.trigger_mode) for e in compaction] == [
+        ("compaction_started", TriggerMode.MID_LOOP),  # the last record before the boundary is a tool result
+        ("compaction_summary", TriggerMode.MID_LOOP),
+        ("compaction_completed", TriggerMode.MID_LOOP),
+    ]
+    assert compaction[0].tokens_before == compaction[2].tokens_before == 155_317
+    tools = [e for e in events if isinstance(e, ToolResultAdded)]
+    assert {e.tool_name for e in tools} >= {"Read", "Edit"}
+    assert not any(e.truncated for e in tools)
+    assert len({e.event_id for e in events}) == len(events)
+    assert _events(tmp_path / "again", AUTO, AUTO_SESSION) == events  # ids and times come from the records
+
+
+def test_a_manual_compaction_is_manual(tmp_path: Path) -> None:
+    events = _events(tmp_path, MANUAL, "ae4a77f8")
+    assert {e.trigger_mode for e in events if e.type.startswith("compaction")} == {TriggerMode.MANUAL}
+
+
+def test_a_tool_result_the_tool_cut_short_is_truncated(tmp_path: Path) -> None:
+    lines = [
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T10:00:00Z",
+            "requestId": "r1",
+            "message": {
+                "id": "m1",
+                "model": "claude-sonnet-4-5",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+                "content": [{"type": "tool_use", "id": "tu1", "name": "Glob", "input": {"pattern": "**"}}],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u1",
+            "sessionId": "s1",
+            "timestamp": "2026-01-01T10:00:01Z",
+            "toolUseResult": {"filenames": ["a"], "numFiles": 100, "truncated": True},
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "a\nb"}]},
+        },
+    ]
+    path = tmp_path / "p" / "s1.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tailer = TranscriptTailer(tmp_path, tmp_path / "st.json", collect_events=True)
+    tailer.poll()
+    (result,) = [e for e in tailer.take_events() if isinstance(e, ToolResultAdded)]
+    assert (result.tool_name, result.truncated) == ("Glob", True)
+
+
+def test_the_projection_drops_at_the_real_compaction(tmp_path: Path) -> None:
+    from streams.projection.config import ProjectionConfig
+    from streams.projection.estimator import TokenEstimator
+    from streams.projection.fold import fold
+    from streams.projection.profiles import ProfileSet
+
+    state, projected = None, []
+    for event in _events(tmp_path, AUTO, AUTO_SESSION):
+        step = fold(state, event, TokenEstimator(), ProfileSet(), ProjectionConfig())
+        state = step.state or state
+        projected.append((event.type, state.projected_tokens))
+    before = next(p for t, p in projected if t == "compaction_started")
+    after = next(p for t, p in projected if t == "compaction_summary")
+    assert before > 150_000
+    assert after < 40_000
+
+
+async def test_the_rollouts_loop_sends_a_transcripts_events_and_snapshots(tmp_path: Path) -> None:
+    import asyncio
+    import contextlib
+
+    from reporter.reporter import run_rollouts
+    from tests.unit.reporter.test_reporter import IDENTITY as REPORTER_IDENTITY
+    from tests.unit.reporter.test_reporter import Reporter, _Sink
+
+    projects = _project(tmp_path, MANUAL, "ae4a77f8")
+    tailer = TranscriptTailer(projects, tmp_path / "state.json", collect_events=True)
+    sink = _Sink()
+    task = asyncio.create_task(run_rollouts(Reporter(REPORTER_IDENTITY, sink), tailer, poll_seconds=0.05))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert [e.type for e in sink.events if e.type.startswith("compaction")] == [
+        "compaction_started",
+        "compaction_summary",
+        "compaction_completed",
+    ]
+    assert sink.snapshots[0].thread_id == "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the records name it
+    assert (tmp_path / "state.json").exists()

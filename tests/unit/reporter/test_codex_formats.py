@@ -1,0 +1,98 @@
+"""Codex rollouts as Codex really writes them: real files (tests/data/codex) and the newer shapes of REFERENCES.md."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.codex_rollouts import RolloutTailer
+from reporter.readings import Identity, to_snapshot
+
+DATA = Path(__file__).parents[2] / "data" / "codex"
+WHOLE = DATA / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+COMPACTION = DATA / "localpush-compaction-excerpt-019c8a59.jsonl"
+IDENTITY = Identity(node_id="node-1", worker_id="worker-1", project_id="proj-1")
+
+
+def _tail(tmp_path: Path, *files: Path) -> RolloutTailer:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir(exist_ok=True)
+    for file in files:
+        shutil.copy(file, sessions / file.name)
+    return RolloutTailer(sessions, tmp_path / "state.json")
+
+
+def test_heartbeats_and_repeated_usage_records_make_no_readings(tmp_path: Path) -> None:
+    tailer = _tail(tmp_path, WHOLE)
+    readings = tailer.poll()
+    # 12 token_count lines: one heartbeat, and five usages each written twice.
+    assert [r.last_usage.total_tokens for r in readings] == [42_976, 44_314, 49_214, 49_505, 49_760, 63_727]
+    assert {(r.context_window, r.model) for r in readings} == {(258_400, "gpt-5.3-codex")}  # from task_started
+    assert tailer.skipped.counts == {}
+
+
+def test_a_compaction_announced_twice_counts_once_and_its_over_window_usage_is_no_occupancy(tmp_path: Path) -> None:
+    tailer = _tail(tmp_path, COMPACTION)
+    readings = tailer.poll()
+    assert [(r.last_usage.total_tokens, r.compaction_count) for r in readings] == [
+        (208_415, 0),
+        (208_959, 0),
+        (209_879, 0),
+        (212_134, 0),
+        (212_134, 1),
+        (48_687, 1),
+    ]
+    assert tailer.skipped.counts == {"usage_above_window": 1}  # 940,499 of a 258,400 window, then its repeat
+
+
+def test_snapshots_carry_the_tool_the_model_and_the_percent_codex_shows(tmp_path: Path) -> None:
+    reading = _tail(tmp_path, WHOLE).poll()[-1]
+    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_PROFILE)
+    assert (snapshot.agent_tool, snapshot.model) == ("codex", "gpt-5.3-codex")
+    shown = DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, 258_400)
+    assert snapshot.shown_remaining_pct == shown == 79
+    assert snapshot.context_budget_remaining_pct != snapshot.shown_remaining_pct
+
+
+def _line(kind: str, payload: dict, second: int) -> str:
+    return json.dumps({"timestamp": f"2026-09-01T10:00:{second:02d}.000Z", "type": kind, "payload": payload}) + "\n"
+
+
+META = {"id": "019d0000-0000-7000-8000-000000000001", "cwd": "/w"}
+
+
+def test_newer_shapes_window_usage_records_and_compaction_items(tmp_path: Path) -> None:
+    usage = {"input_tokens": 30_000, "cached_input_tokens": 20_000, "cache_write_input_tokens": 0, "output_tokens": 500}
+    lines = [
+        _line("session_meta", META | {"context_window": {"model_context_window": 200_000}}, 0),
+        _line("token_usage_record", {"usage": usage, "thread_token_usage": {"total_tokens": 99_999}}, 1),
+        _line("response_item", {"type": "compaction_summary", "encrypted_content": "x"}, 2),
+        _line("event_msg", {"type": "context_compacted"}, 3),
+        _line("token_usage_record", {"usage": usage | {"input_tokens": 9_000, "total_tokens": 9_400}}, 4),
+        _line("event_msg", {"type": "context_compacted"}, 5),
+        _line("future_record_type", {}, 6),
+    ]
+    path = tmp_path / "sessions" / "rollout-2026-09-01T10-00-00-019d0000-0000-7000-8000-000000000001.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(lines))
+    tailer = RolloutTailer(path.parent, tmp_path / "state.json")
+    readings = tailer.poll()
+    assert [(r.last_usage.total_tokens, r.compaction_count, r.context_window) for r in readings] == [
+        (30_500, 0, 200_000),  # no total: input + output
+        (30_500, 1, 200_000),  # the summary item; the event that follows is the same compaction
+        (9_400, 1, 200_000),
+        (9_400, 2, 200_000),  # an event alone is a compaction of its own
+    ]
+    assert tailer.skipped.counts == {"unknown_type": 1}
+
+
+def test_session_meta_window_as_an_int(tmp_path: Path) -> None:
+    path = tmp_path / "s" / "rollout-x.jsonl"
+    path.parent.mkdir()
+    usage = {"input_tokens": 1_000, "output_tokens": 10, "total_tokens": 1_010}
+    path.write_text(
+        _line("session_meta", META | {"context_window": 128_000}, 0) + _line("token_usage_record", {"usage": usage}, 1)
+    )
+    assert [r.context_window for r in RolloutTailer(path.parent, tmp_path / "st.json").poll()] == [128_000]

@@ -1,0 +1,154 @@
+"""Spec 4.2 facts from a real git repository in a temp dir and the commands a transcript ran."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from reporter.git_facts import FactPatterns, WorkFactTracker, git_view
+from schemas import WorkFact
+
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+def _git(repo: Path, *args: str, at: datetime = T0) -> None:
+    env = os.environ | {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_AUTHOR_DATE": at.isoformat(),
+        "GIT_COMMITTER_DATE": at.isoformat(),
+    }
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "app.py").write_text("x = 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    return repo
+
+
+def _active(tracker: WorkFactTracker, thread: str) -> dict[WorkFact, tuple[str, tuple[str, ...]]]:
+    return {f: (d, files) for f, (a, d, files) in (tracker.current(thread) or {}).items() if a}
+
+
+def test_edit_test_and_commit(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    tracker = WorkFactTracker()
+    tracker.observe_cwd("t1", str(repo))
+    assert tracker.evaluate("t1", T0) == []
+    assert not tracker.must_finish("t1")
+
+    (repo / "app.py").write_text("x = 2\n")
+    events = tracker.evaluate("t1", T0 + timedelta(minutes=1))
+    assert [(e.fact, e.active, e.files) for e in events] == [(WorkFact.UNCOMMITTED_PATCH, True, ["app.py"])]
+    assert tracker.must_finish("t1")
+
+    tracker.observe_command("t1", "call-1", ".venv/bin/python -m pytest tests -q", T0 + timedelta(minutes=2))
+    tracker.observe_result("t1", "call-1", failed=False)
+    events = tracker.evaluate("t1", T0 + timedelta(minutes=3))
+    assert [(e.fact, e.active, e.detail) for e in events] == [
+        (WorkFact.UNRECORDED_TEST_RESULTS, True, ".venv/bin/python -m pytest tests -q: passed")
+    ]
+    checklist = tracker.checklist("t1")
+    assert checklist.files == ("app.py",)
+    assert checklist.last_key_command == ".venv/bin/python -m pytest tests -q"
+    assert checklist.last_test_conclusion == ".venv/bin/python -m pytest tests -q: passed"
+
+    _git(repo, "commit", "-qam", "x is 2", at=T0 + timedelta(minutes=4))
+    events = tracker.evaluate("t1", T0 + timedelta(minutes=5))
+    assert {(e.fact, e.active) for e in events} == {
+        (WorkFact.UNCOMMITTED_PATCH, False),
+        (WorkFact.UNRECORDED_TEST_RESULTS, False),
+    }
+    assert not tracker.must_finish("t1")
+
+
+def test_decisions_hardware_and_other_test_runners(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "docs" / "adr").mkdir(parents=True)
+    (repo / "docs" / "adr" / "0001-use-kafka.md").write_text("# Use Kafka\n")
+    tracker = WorkFactTracker(FactPatterns(waiting=(r"\bwait-for-node\b",)))
+    tracker.observe_cwd("t1", str(repo))
+    tracker.observe_command("t1", "c1", "esptool.py --port /dev/ttyUSB0 write_flash 0x0 fw.bin", T0)
+    tracker.observe_command("t1", "c2", "wait-for-node b-7", T0)
+    active = _active(tracker, "t1")
+    assert active[WorkFact.UNRECORDED_DECISIONS] == ("", ("docs/adr/0001-use-kafka.md",))
+    assert WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP in active
+    assert active[WorkFact.AWAITING_CROSS_NODE_REPLY] == ("wait-for-node b-7", ())
+    tracker.observe_result("t1", "c1", failed=False)
+    assert WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP not in _active(tracker, "t1")
+    patterns = FactPatterns()
+    for command in ("pnpm test", "yarn run test", "cargo test -p x", "go test ./...", "./gradlew check", "ctest -j4"):
+        assert patterns.matches(patterns.test, command), command
+    assert not patterns.matches(patterns.test, "git commit -m 'fix tests'")
+
+
+def test_a_directory_that_is_no_repository_has_no_facts(tmp_path: Path) -> None:
+    tracker = WorkFactTracker()
+    tracker.observe_cwd("t1", str(tmp_path))
+    assert git_view(tmp_path) is None
+    assert tracker.evaluate("t1", T0) == []
+
+
+def _record(kind: str, uuid: str, at: datetime, cwd: Path, content: list, **extra: object) -> str:
+    import json
+
+    message: dict = {"role": kind, "content": content}
+    if kind == "assistant":
+        message |= {"id": f"m-{uuid}", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 50_000}}
+    record = {"type": kind, "uuid": uuid, "sessionId": "s1", "cwd": str(cwd), "timestamp": at.isoformat()}
+    return json.dumps(record | {"message": message, "requestId": f"r-{uuid}"} | extra) + "\n"
+
+
+async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path: Path) -> None:
+    import asyncio
+    import contextlib
+
+    from reporter.claude_code import TranscriptTailer
+    from reporter.reporter import run_rollouts
+    from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Sink
+
+    repo = _repo(tmp_path)
+    (repo / "app.py").write_text("x = 3\n")
+    transcript = tmp_path / "projects" / "p" / "s1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    call = [{"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"command": "pytest -q"}}]
+    result = [{"type": "tool_result", "tool_use_id": "tu1", "content": "1 passed", "is_error": False}]
+    transcript.write_text(
+        _record("assistant", "a1", T0 + timedelta(minutes=1), repo, call)
+        + _record("user", "u1", T0 + timedelta(minutes=1), repo, result)
+    )
+    clock, sink = _Clock(), _Sink()
+    reporter = Reporter(IDENTITY, sink, clock=clock)
+    tailer = TranscriptTailer(
+        tmp_path / "projects", tmp_path / "state.json", collect_events=True, facts=WorkFactTracker()
+    )
+
+    async def run_a_while() -> None:
+        task = asyncio.create_task(run_rollouts(reporter, tailer, poll_seconds=0.05))
+        await asyncio.sleep(0.4)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    await run_a_while()
+    facts = {(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"}
+    assert facts == {(WorkFact.UNCOMMITTED_PATCH, True), (WorkFact.UNRECORDED_TEST_RESULTS, True)}
+    assert sink.snapshots[-1].must_finish_before_compaction is True
+
+    _git(repo, "commit", "-qam", "x is 3", at=T0 + timedelta(minutes=2))
+    with transcript.open("a") as handle:
+        handle.write(_record("assistant", "a2", T0 + timedelta(minutes=3), repo, [{"type": "text", "text": "done"}]))
+    clock.now += timedelta(seconds=5)
+    await run_a_while()
+    cleared = [(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"][2:]
+    assert set(cleared) == {(WorkFact.UNCOMMITTED_PATCH, False), (WorkFact.UNRECORDED_TEST_RESULTS, False)}
+    assert sink.snapshots[-1].must_finish_before_compaction is False
