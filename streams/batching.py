@@ -86,12 +86,13 @@ def fold_records(
     load: Callable[[str], S | None],
     decoders: Mapping[str, Decoder],
     key_of: Callable[[Any], str],
-    apply: Callable[[S | None, Any], Change[S]],
+    apply: Callable[[S | None, Any, datetime], Change[S]],
     now: datetime,
     prefix: str,
 ) -> BatchResult[S]:
     """Decode each message with its topic's decoder, check it is keyed by `key_of(record)`, fold it into that key's
-    state. Invalid records become dead letters; the batch goes on."""
+    state with the record's time in the log (`now` when unknown): a fold judges by it, not by the clock of the worker
+    applying it, so that a replay decides alike. Invalid records become dead letters; the batch goes on."""
     result: BatchResult[S] = BatchResult()
     states: dict[str, S | None] = {}
     for message in messages:
@@ -105,7 +106,7 @@ def fold_records(
             continue
         if key not in states:
             states[key] = load(key)
-        change = apply(states[key], record)
+        change = apply(states[key], record, message.timestamp or now)
         if change.state is not None:
             states[key] = result.states[key] = change.state
         result.emits.extend(change.emits)

@@ -72,7 +72,7 @@ def projection_batch(
         load,
         DECODERS,
         key_of=lambda record: record.thread_id,
-        apply=lambda state, record: apply(state, record, projection),
+        apply=lambda state, record, _logged_at: apply(state, record, projection),
         now=now,
         prefix=prefix,
     )

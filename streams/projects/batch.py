@@ -61,7 +61,7 @@ def routes_batch(
         load,
         ROUTES_DECODERS,
         key_of=lambda record: record.thread_id,
-        apply=lambda state, record: _route(state, record, config),
+        apply=lambda state, record, _logged_at: _route(state, record, config),
         now=now,
         prefix=prefix,
     )
@@ -83,7 +83,7 @@ def projects_batch(
         load,
         PROJECT_DECODERS,
         key_of=lambda record: record.project_id,
-        apply=lambda state, record: risk.apply_project_input(state, record, now, config),
+        apply=lambda state, record, logged_at: risk.apply_project_input(state, record, logged_at, config),
         now=now,
         prefix=prefix,
     )
@@ -113,7 +113,7 @@ def indicators_batch(
         load,
         INDICATOR_DECODERS,
         key_of=lambda record: record.conversation_id,
-        apply=lambda state, record: _indicate(state, record, now),
+        apply=lambda state, record, _logged_at: _indicate(state, record),
         now=now,
         prefix=prefix,
     )
@@ -128,8 +128,8 @@ def _route(
 
 
 def _indicate(
-    state: ConversationIndicatorState | None, record: Conversation | ConversationThread, now: datetime
+    state: ConversationIndicatorState | None, record: Conversation | ConversationThread
 ) -> Change[ConversationIndicatorState]:
     if isinstance(record, ConversationThread):
-        return indicators.apply_shown_thread(state, record.shown, now)
-    return indicators.apply_conversation(state, record, now)
+        return indicators.apply_shown_thread(state, record.shown)
+    return indicators.apply_conversation(state, record)

@@ -7,6 +7,9 @@ when anything it shows changes; the `conversation.context_indicator.updated` eve
 
 Inputs come in any order: the registry entry from `conversations`, the thread's values from the routing fold, which
 sends them when the thread changes and when this fold links a conversation to it (see `routes`).
+
+The event carries the time its values were last set (the registry entry's or the thread's), never the clock of the
+worker applying it, so a replay publishes the same records.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ HIDDEN = ContextBudgetIndicator(visible=False)
 
 
 def apply_conversation(
-    state: ConversationIndicatorState | None, conversation: Conversation, now: datetime
+    state: ConversationIndicatorState | None, conversation: Conversation
 ) -> Change[ConversationIndicatorState]:
     """A registry entry, new or changed: (un)link its shown thread when that changes, then republish if needed."""
     state = state or ConversationIndicatorState()
@@ -46,11 +49,11 @@ def apply_conversation(
     shown = state.shown if state.shown is not None and state.shown.thread_id == after else None
     updated = state.model_copy(update={"conversation": conversation, "shown": shown})
     cause = stable_id(conversation.conversation_id, conversation.updated_at.isoformat())
-    return _republish(updated, conversation, cause, now, links)
+    return _republish(updated, conversation, cause, links)
 
 
 def apply_shown_thread(
-    state: ConversationIndicatorState | None, shown: ShownThread, now: datetime
+    state: ConversationIndicatorState | None, shown: ShownThread
 ) -> Change[ConversationIndicatorState]:
     """New values of a thread, from the routing fold."""
     if state is None or state.conversation is None or shown_thread_id(state.conversation) != shown.thread_id:
@@ -59,7 +62,7 @@ def apply_shown_thread(
         return UNCHANGED
     conversation_id = state.conversation.conversation_id
     cause = stable_id(conversation_id, shown.thread_id, shown.updated_at.isoformat())
-    return _republish(state.model_copy(update={"shown": shown}), state.conversation, cause, now, [])
+    return _republish(state.model_copy(update={"shown": shown}), state.conversation, cause, [])
 
 
 def shown_thread_id(conversation: Conversation | None) -> str | None:
@@ -96,7 +99,7 @@ def conversation_item(conversation: Conversation, shown: ShownThread | None) -> 
 
 
 def _republish(
-    state: ConversationIndicatorState, conversation: Conversation, cause: str, now: datetime, emits: list[Emit]
+    state: ConversationIndicatorState, conversation: Conversation, cause: str, emits: list[Emit]
 ) -> Change[ConversationIndicatorState]:
     item = conversation_item(conversation, state.shown)
     published = state.published
@@ -111,7 +114,7 @@ def _republish(
                 item.project_id,
                 ConversationContextIndicatorUpdated(
                     event_id=stable_id(cause, "indicator"),
-                    occurred_at=now,
+                    occurred_at=_values_set_at(conversation, state.shown),
                     project_id=item.project_id,
                     conversation_id=item.conversation_id,
                     context_budget_indicator=item.context_budget_indicator,
@@ -122,6 +125,11 @@ def _republish(
             )
         )
     return Change(state.model_copy(update={"published": item}), emits)
+
+
+def _values_set_at(conversation: Conversation, shown: ShownThread | None) -> datetime:
+    """When what the item shows was last set: the later of its registry entry's time and its thread's."""
+    return conversation.updated_at if shown is None else max(conversation.updated_at, shown.updated_at)
 
 
 def _news(item: ConversationItem) -> tuple[object, ...]:

@@ -4,6 +4,9 @@ Every thread state is kept (retirement needs its latest time), but the view and 
 event go out only when what a reader sees changes: the thread set, a ring percent, a level, must-finish, expected
 compaction to the minute, staleness, or the derived fields. A percent drifting inside one integer, or a forecast
 moving by seconds, republishes nothing.
+
+The event carries the time of its cause (the thread's state, its move, the retirement deadline), never the clock of
+the worker applying it, so a replay publishes the same records; retirement judges a record by its time in the log.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ UNCHANGED: Change[ProjectState] = Change(None)
 def apply_project_input(
     state: ProjectState | None, record: ProjectInput, now: datetime, config: ProjectsConfig
 ) -> Change[ProjectState]:
-    """One record of `thread-state-by-project`."""
+    """One record of `thread-state-by-project`, taken into the log at `now`."""
     if isinstance(record, ThreadLeft):
-        return remove_thread(state, record, now)
+        return remove_thread(state, record)
     if isinstance(record, ThreadState):
         return apply_thread_state(state, record, now, config)
     return apply_live_thread(state, record, now, config)
@@ -64,26 +67,29 @@ def apply_live_thread(
     if len(others) >= MAX_LIVE_THREADS:
         others.remove(min(others, key=lambda t: t.summary.updated_at))  # the thread idle longest makes room
     cause = stable_id(state.project_id, thread_id, updated_at.isoformat())
-    return _republish(state, [*others, live], cause, now)
+    return _republish(state, [*others, live], cause, updated_at)
 
 
-def remove_thread(state: ProjectState | None, left: ThreadLeft, now: datetime) -> Change[ProjectState]:
+def remove_thread(state: ProjectState | None, left: ThreadLeft) -> Change[ProjectState]:
     """The thread now reports under another project: it leaves this one (unless it came back since)."""
     held = _find(state, left.thread_id) if state else None
     if state is None or held is None or held.summary.updated_at > left.left_at:
         return UNCHANGED
     others = [t for t in state.threads if t is not held]
-    return _republish(state, others, stable_id(state.project_id, left.thread_id, "left", left.left_at.isoformat()), now)
+    cause = stable_id(state.project_id, left.thread_id, "left", left.left_at.isoformat())
+    return _republish(state, others, cause, left.left_at)
 
 
 def retire_idle(state: ProjectState, now: datetime, config: ProjectsConfig) -> Change[ProjectState]:
-    """Timer: threads whose state has not changed for `retire_after` leave the view."""
+    """Timer: threads whose state has not changed for `retire_after` leave the view, at the latest of their
+    retirement deadlines (the one that fired), so that a timer run again publishes the same records."""
     idle = [t for t in state.threads if now - t.summary.updated_at >= config.retire_after]
     if not idle:
         return UNCHANGED
     retired = sorted(f"{t.summary.thread_id}@{t.summary.updated_at.isoformat()}" for t in idle)
     live = [t for t in state.threads if t not in idle]
-    return _republish(state, live, stable_id(state.project_id, "retired", *retired), now)
+    deadline = max(t.summary.updated_at for t in idle) + config.retire_after
+    return _republish(state, live, stable_id(state.project_id, "retired", *retired), deadline)
 
 
 def live_thread(thread: ThreadState, importance: int | None = None) -> LiveThread:

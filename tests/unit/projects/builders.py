@@ -177,7 +177,7 @@ class Pipeline:
 
     def conversation(self, entry: Conversation) -> list[Emit]:
         key = entry.conversation_id
-        change = indicators.apply_conversation(self.conversations.get(key), entry, entry.updated_at)
+        change = indicators.apply_conversation(self.conversations.get(key), entry)
         return self._run(self._keep(self.conversations, key, change), entry.updated_at)
 
     def retire(self, now: datetime) -> list[Emit]:
@@ -204,7 +204,7 @@ class Pipeline:
                 change = risk.apply_project_input(self.projects.get(key), emit.record, now, CONFIG)
                 queue += self._keep(self.projects, key, change)
             elif emit.topic == CONVERSATION_THREADS:
-                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record.shown, now)
+                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record.shown)
                 queue += self._keep(self.conversations, key, change)
             elif emit.topic == CONVERSATION_LINKS:
                 queue += self._keep(self.routes, key, routes.apply_link(self.routes.get(key), emit.record))

@@ -122,14 +122,14 @@ def test_a_thread_that_left_for_another_project_leaves_the_view() -> None:
     left = ThreadLeft(thread_id="thread-a", project_id="proj-1", left_at=at(5))
     emits = project.feed(risk.apply_project_input(project.state, left, at(5), CONFIG))
     assert [t.thread_id for t in emits[0].record.active_thread_contexts] == ["thread-b"]
-    assert risk.remove_thread(project.state, left, at(6)).state is None  # a repeat
+    assert risk.remove_thread(project.state, left).state is None  # a repeat
 
 
 def test_a_removal_older_than_the_held_state_is_ignored() -> None:
     project = Project()
     project.thread("thread-a", 20, seconds=10)  # moved away at 5 and came back at 10
     left = ThreadLeft(thread_id="thread-a", project_id="proj-1", left_at=at(5))
-    assert risk.remove_thread(project.state, left, at(11)).state is None
+    assert risk.remove_thread(project.state, left).state is None
 
 
 def test_a_full_project_drops_the_thread_idle_longest(monkeypatch: pytest.MonkeyPatch) -> None:
