@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from api.deps import ApiContext
 from api.openapi import add_body_schemas
 from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
-from api.routes import alerts, conversations, events, health, projects, sql, threads, workers
+from api.routes import alerts, conversations, events, health, projects, session_events, sql, threads, workers
 from api.security_headers import SecurityHeaders
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
@@ -70,7 +70,7 @@ def create_app(
     )
     app.state.clickhouse_probe = probe or ClickHouseProbe.of(clickhouse)
     app.state.kafka_probe = KafkaProbe(settings.kafka_bootstrap_servers or "")
-    for module in (workers, conversations, projects, threads, alerts, events, sql, health):
+    for module in (workers, session_events, conversations, projects, threads, alerts, events, sql, health):
         app.include_router(module.router)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
     app.add_middleware(SecurityHeaders)

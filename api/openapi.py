@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
-from schemas import HandoffPackage, WorkerReportRequest
+from schemas import SESSION_EVENT_ADAPTER, HandoffPackage, WorkerReportRequest
 
 BODY_MODELS: tuple[type[BaseModel], ...] = (WorkerReportRequest, HandoffPackage)
+BODY_UNIONS: dict[str, TypeAdapter[Any]] = {"SessionEvent": SESSION_EVENT_ADAPTER}
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
@@ -23,6 +24,10 @@ def add_body_schemas(app: FastAPI) -> None:
                 schema = model.model_json_schema(ref_template=REF_TEMPLATE)
                 schemas.update(schema.pop("$defs", {}))
                 schemas[model.__name__] = schema
+            for name, adapter in BODY_UNIONS.items():
+                schema = adapter.json_schema(ref_template=REF_TEMPLATE)
+                schemas.update(schema.pop("$defs", {}))
+                schemas[name] = schema
             app.openapi_schema = document
         return app.openapi_schema
 
