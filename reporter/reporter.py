@@ -111,8 +111,9 @@ class Reporter:
         now = self.clock()
         if now < self._paused_until and not final:
             return 0
-        if not await self._send_events():
-            return 0
+        # Snapshots go out (or into the spool) even when events cannot: separate topics with no order between them,
+        # and a snapshot held back by an event would be lost at exit.
+        await self._send_events(final)
         outgoing = self.cadence.unsent(now) if final else self.cadence.due(now)
         delivered = 0
         for item in outgoing:
@@ -130,8 +131,8 @@ class Reporter:
         self.sent += delivered
         return delivered
 
-    async def _send_events(self) -> bool:
-        """Send the pending events in order, before any later snapshot; on failure keep the rest and pause."""
+    async def _send_events(self, final: bool) -> None:
+        """Send the pending events in order; on failure keep the rest (in memory, not spooled) and pause."""
         while self._events:
             try:
                 await self.sink.send_event(self._events[0])
@@ -140,11 +141,12 @@ class Reporter:
                     "reporter: event delivery failed, retrying in %.0f s: %s", DELIVERY_PAUSE.total_seconds(), error
                 )
                 self._paused_until = self.clock() + DELIVERY_PAUSE
-                return False
+                if final:
+                    log.error("reporter: %d session events not delivered at exit: %s", len(self._events), self._events)
+                return
             except RejectedRecord as error:
                 log.error("reporter: the receiver rejected a session event: %s", error)
             self._events.pop(0)
-        return True
 
     def answered(self, snapshot: ThreadContextSnapshot, next_required_seconds: int | None) -> None:
         """A spooled snapshot was delivered: the engine's interval, when it gave one, sets the thread's cadence."""

@@ -243,12 +243,13 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
 async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None:
     clock, sink = _Clock(), _Sink()
     reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
-    for line in (_usage_line("t", 240_000), _compaction_line("t")):
+    for line in (_usage_line("t", 240_000), _compaction_line("t"), _usage_line("u", 30_000)):
         if (reading := parser.feed(line, clock())) is not None:
             reporter.observe(reading)
     sink.events_down = 1
     await reporter.flush()
     assert sink.events == []
+    assert [s.thread_id for s in sink.snapshots] == ["u"]  # an event not delivered holds no snapshot back
     clock.now += timedelta(seconds=10)
     await reporter.flush()
     assert [e.type for e in sink.events] == ["compaction_completed"]
