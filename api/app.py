@@ -28,6 +28,7 @@ from api.routes import (
     master_actions,
     project_list,
     projects,
+    session_events,
     sql,
     threads,
     workers,
@@ -86,6 +87,7 @@ def create_app(
     app.state.kafka_probe = KafkaProbe(settings.kafka_bootstrap_servers or "")
     for module in (
         workers,
+        session_events,
         conversations,
         project_list,
         projects,

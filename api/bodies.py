@@ -65,11 +65,12 @@ def field_errors(error: ValidationError, prefix: tuple[str, ...]) -> list[dict[s
     ]
 
 
-def json_body_openapi(model: type[BaseModel]) -> dict[str, Any]:
+def json_body_openapi(model: type[BaseModel] | str) -> dict[str, Any]:
     """`openapi_extra` documenting a body read by `decode_body` (the schema itself is added by `api.openapi`)."""
+    name = model if isinstance(model, str) else model.__name__
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
     }

@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from api.views import ConsumeRequest
-from schemas import Conversation, HandoffPackage, ThresholdPolicy, WorkerReportRequest
+from schemas import SESSION_EVENT_ADAPTER, Conversation, HandoffPackage, ThresholdPolicy, WorkerReportRequest
 
 BODY_MODELS: tuple[type[BaseModel], ...] = (
     WorkerReportRequest,
@@ -18,6 +18,7 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     ThresholdPolicy,
     ConsumeRequest,
 )
+BODY_UNIONS: dict[str, TypeAdapter[Any]] = {"SessionEvent": SESSION_EVENT_ADAPTER}
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
@@ -30,6 +31,10 @@ def add_body_schemas(app: FastAPI) -> None:
                 schema = model.model_json_schema(ref_template=REF_TEMPLATE)
                 schemas.update(schema.pop("$defs", {}))
                 schemas[model.__name__] = schema
+            for name, adapter in BODY_UNIONS.items():
+                schema = adapter.json_schema(ref_template=REF_TEMPLATE)
+                schemas.update(schema.pop("$defs", {}))
+                schemas[name] = schema
             app.openapi_schema = document
         return app.openapi_schema
 

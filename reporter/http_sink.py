@@ -1,4 +1,5 @@
-"""Delivery through the worker report API (spec 5.2): `POST /api/v1/workers/{worker_id}/thread-context`.
+"""Delivery through the worker report API (spec 5.2): `POST /api/v1/workers/{worker_id}/thread-context`, and session
+events to `POST /api/v1/workers/{worker_id}/session-events` (ours; the same delivery rules).
 
 The body is exactly the 5.2 request. The snapshot's identity travels in headers (`Idempotency-Key`: snapshot_id,
 `X-Snapshot-Version`), since the 5.2 body has no field for them and the API must not invent a version of its own.
@@ -26,6 +27,7 @@ from schemas import SessionEvent, ThreadContextSnapshot, WorkerReportRequest, Wo
 from schemas.codec import encode_record
 
 REPORT_PATH = "/api/v1/workers/{worker_id}/thread-context"  # spec 5.2
+EVENTS_PATH = "/api/v1/workers/{worker_id}/session-events"  # ours: 5.2 has none (api/routes/session_events.py)
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 INVALID_STATUS = frozenset({400, 413, 422})
 """The receiver refused the record itself: sending it again cannot succeed."""
@@ -91,14 +93,21 @@ class HttpSink:
 
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         url = self.base_url + REPORT_PATH.format(worker_id=urllib.parse.quote(snapshot.worker_id, safe=""))
-        headers = {
-            "Content-Type": "application/json",
-            "Idempotency-Key": snapshot.snapshot_id,
-            "X-Snapshot-Version": str(snapshot.snapshot_version),
-        }
+        identity = {"Idempotency-Key": snapshot.snapshot_id, "X-Snapshot-Version": str(snapshot.snapshot_version)}
+        answer = await self._deliver(url, report_body(snapshot), identity)
+        return WorkerReportResponse.model_validate_json(answer.body).next_required_report_in_seconds
+
+    async def send_event(self, event: SessionEvent) -> None:
+        if event.worker_id is None:  # the route is per worker; an event that names none cannot be placed
+            raise RejectedRecord(f"session event {event.event_id!r} names no worker_id: the API route needs one")
+        url = self.base_url + EVENTS_PATH.format(worker_id=urllib.parse.quote(event.worker_id, safe=""))
+        await self._deliver(url, encode_record(event), {})
+
+    async def _deliver(self, url: str, body: bytes, extra_headers: dict[str, str]) -> _Answer:
+        """The 2xx answer; retries what is transient, raises what is not (see the module's docstring)."""
+        headers = {"Content-Type": "application/json", **extra_headers}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        body = report_body(snapshot)
         last_failure, retry_after = "", None
         for attempt in range(self.retry.attempts):
             try:
@@ -107,7 +116,7 @@ class HttpSink:
                 last_failure, retry_after = repr(error), None
             else:
                 if 200 <= answer.status < 300:
-                    return WorkerReportResponse.model_validate_json(answer.body).next_required_report_in_seconds
+                    return answer
                 if answer.status in INVALID_STATUS:
                     raise RejectedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
                 if answer.status not in TRANSIENT_STATUS:
@@ -117,9 +126,6 @@ class HttpSink:
             if attempt + 1 < self.retry.attempts:
                 await self._sleep(self.retry.delay(attempt, retry_after))
         raise DeliveryError(f"{url}: gave up after {self.retry.attempts} attempts; last: {last_failure}", retry_after)
-
-    async def send_event(self, event: SessionEvent) -> None:
-        raise RejectedRecord("spec 5.2 has no endpoint for session events: send them through Kafka")
 
     async def close(self) -> None:
         return None

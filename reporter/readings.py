@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reporter.budget import CodexProfile, TokenUsage
-from schemas import ContextBudgetLevel, SourceKind, ThreadContextSnapshot
+from schemas import CompactionCompleted, ContextBudgetLevel, SourceKind, ThreadContextSnapshot, TriggerMode
 from schemas.admission import RESEND_BITS  # re-sends one reading's version tells apart; the receivers bound it too
 from streams.engine.levels import classify_level
 
@@ -51,8 +51,9 @@ class Reading:
     must_finish: bool = False
     usage_stale: bool = False
     """The usage is from before the last compaction: the tool has not reported occupancy since. Such a reading is
-    never sent (its percent would present the old occupancy as current); the compaction's count and time go out with
-    the first usage reported after it."""
+    never sent as a snapshot (its percent would present the old occupancy as current): the reporter says the
+    compaction at once as an event (`compaction_event`), and its count and time also go out with the first usage
+    reported after it."""
     agent_tool: str | None = None
     model: str | None = None
     budget_pct: float | None = None
@@ -125,6 +126,27 @@ def to_snapshot(
         agent_tool=reading.agent_tool or ("codex" if reading.source_kind in _CODEX_SOURCES else None),
         model=reading.model,
         shown_remaining_pct=shown_pct(reading, profile),
+    )
+
+
+CODEX_COMPACTION_TRIGGER = TriggerMode.REQUEST_START
+"""Codex's compaction notices do not say what started one; the automatic compaction before a request is the usual."""
+
+
+def compaction_event(reading: Reading, identity: Identity, profile: CodexProfile) -> CompactionCompleted:
+    """What is known of a compaction before the tool reports usage again: that it happened, when, and the usage of
+    before it. The id derives from thread, source, count and time, so a notice read again is the same event."""
+    at = reading.last_compaction_at or reading.observed_at
+    cause = f"{reading.source_kind.value}|{reading.thread_id}|{reading.compaction_count}|{at.isoformat()}"
+    return CompactionCompleted(
+        thread_id=reading.thread_id,
+        event_id=f"compaction-{hashlib.sha256(cause.encode()).hexdigest()[:32]}",
+        occurred_at=at,
+        project_id=identity.project_id,
+        node_id=identity.node_id,
+        worker_id=identity.worker_id,
+        trigger_mode=CODEX_COMPACTION_TRIGGER,
+        tokens_before=profile.tokens_in_context_window(reading.last_usage),
     )
 
 

@@ -7,6 +7,10 @@ Give it a `SpooledSink` (as `ctxbudget report` does) and every snapshot it decid
 and delivered in order whenever the receiver is up (`reporter.spool`); the engine's answered interval comes back
 through `answered`. With a plain sink, a failed delivery pauses reporting and only each thread's latest reading
 stays due.
+
+A compaction the tool announces before it reports usage again (`Reading.usage_stale`) is said at once as a
+`compaction_completed` session event (count in its id, time, the usage of before as `tokens_before`), while no
+snapshot goes out until the tool reports occupancy again. Claude Code's transcript derives its own compaction events.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
-from reporter.readings import Identity, Reading, SkipLog, reading_level, to_snapshot
+from reporter.readings import Identity, Reading, SkipLog, compaction_event, reading_level, to_snapshot
 from reporter.sink import DeliveryError, RejectedRecord, Sink
 from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
@@ -59,6 +63,10 @@ class Reporter:
         self.sent = 0
         self._must_finish: dict[str, bool] = {}
         self._paused_until = datetime.min.replace(tzinfo=UTC)
+        self._announced: dict[tuple[str, SourceKind], int] = {}
+        """Per thread and source, the compaction count last said as an event."""
+        self._events: list[SessionEvent] = []
+        """Compaction events not delivered yet, in order: kept until the sink takes them."""
         self.woken = asyncio.Event()
         """Set when what is due may have changed (a reading, an answered interval): the run loops wait on it."""
         if isinstance(sink, SpooledSink):
@@ -72,14 +80,17 @@ class Reporter:
         except (ValidationError, ValueError) as error:
             log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
             return
-        if reading.usage_stale:
+        key = (reading.thread_id, reading.source_kind)
+        if reading.usage_stale and self._announced.get(key) != reading.compaction_count:
             log.info(
                 "reporter: thread %r compacted (%d so far, last at %s); its occupancy is unknown until the tool reports"
-                " usage again, and nothing is sent for it until then",
+                " usage again: the compaction is sent as an event, and no snapshot until then",
                 reading.thread_id,
                 reading.compaction_count,
                 reading.last_compaction_at,
             )
+            self._announced[key] = reading.compaction_count
+            self._events.append(compaction_event(reading, self.identity, self.profile))
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
         self.woken.set()
 
@@ -100,6 +111,9 @@ class Reporter:
         now = self.clock()
         if now < self._paused_until and not final:
             return 0
+        # Snapshots go out (or into the spool) even when events cannot: separate topics with no order between them,
+        # and a snapshot held back by an event would be lost at exit.
+        await self._send_events(final)
         outgoing = self.cadence.unsent(now) if final else self.cadence.due(now)
         delivered = 0
         for item in outgoing:
@@ -116,6 +130,23 @@ class Reporter:
             delivered += 1
         self.sent += delivered
         return delivered
+
+    async def _send_events(self, final: bool) -> None:
+        """Send the pending events in order; on failure keep the rest (in memory, not spooled) and pause."""
+        while self._events:
+            try:
+                await self.sink.send_event(self._events[0])
+            except DeliveryError as error:
+                log.warning(
+                    "reporter: event delivery failed, retrying in %.0f s: %s", DELIVERY_PAUSE.total_seconds(), error
+                )
+                self._paused_until = self.clock() + DELIVERY_PAUSE
+                if final:
+                    log.error("reporter: %d session events not delivered at exit: %s", len(self._events), self._events)
+                return
+            except RejectedRecord as error:
+                log.error("reporter: the receiver rejected a session event: %s", error)
+            self._events.pop(0)
 
     def answered(self, snapshot: ThreadContextSnapshot, next_required_seconds: int | None) -> None:
         """A spooled snapshot was delivered: the engine's interval, when it gave one, sets the thread's cadence."""

@@ -22,12 +22,12 @@ MAX_POSITION_LEAD_MS = 60_000
 bumped by one per notification within the same millisecond."""
 
 
-def captured_at_refusal(captured_at: datetime, now: datetime) -> str | None:
-    """Why `captured_at` is refused at `now`, or None when it is admitted."""
+def captured_at_refusal(captured_at: datetime, now: datetime, name: str = "captured_at") -> str | None:
+    """Why `captured_at` (or a session event's `occurred_at`, by `name`) is refused at `now`, or None when admitted."""
     if captured_at > now + MAX_CLOCK_AHEAD:
-        return f"captured_at {captured_at.isoformat()} is more than {MAX_CLOCK_AHEAD} ahead of the receiver's clock"
+        return f"{name} {captured_at.isoformat()} is more than {MAX_CLOCK_AHEAD} ahead of the receiver's clock"
     if captured_at < now - MAX_AGE:
-        return f"captured_at {captured_at.isoformat()} is more than {MAX_AGE.days} days old"
+        return f"{name} {captured_at.isoformat()} is more than {MAX_AGE.days} days old"
     return None
 
 

@@ -25,14 +25,21 @@ from reporter.kafka_sink import KafkaSink
 from reporter.reporter import Reporter, run_app_server
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
-from schemas import Codec, ThreadContextSnapshot
+from schemas import SESSION_EVENT_ADAPTER, Codec, SessionEvent, ThreadContextSnapshot
 from sinks.migrations import migrate
-from streams.engine.batch import SNAPSHOTS
+from streams.engine.batch import SESSION_EVENTS, SNAPSHOTS
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.unit.api.fakes import SECRET
 from tests.unit.reporter.conftest import FIXTURES
-from tests.unit.reporter.test_reporter import IDENTITY, _Clock, _report_app_server, _ticking
+from tests.unit.reporter.test_reporter import (
+    IDENTITY,
+    _Clock,
+    _compaction_line,
+    _report_app_server,
+    _ticking,
+    _usage_line,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -153,3 +160,47 @@ async def test_a_wrong_token_keeps_every_snapshot_and_says_so_until_the_right_on
         assert f"delivered {len(spooled)}, rejected 0, left 0" in delivered.stderr
     received = await _read(settings, settings.topic(SNAPSHOTS), len(spooled))
     assert sorted(s.snapshot_id for _, s in received) == sorted(s.snapshot_id for s in spooled)
+
+
+async def _events(settings: Settings, count: int) -> list[tuple[bytes, SessionEvent]]:
+    topic = f"{settings.topic_prefix}{SESSION_EVENTS}"
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap_servers, auto_offset_reset="earliest")
+    await consumer.start()
+    received: list[tuple[bytes, SessionEvent]] = []
+    try:
+        while len(received) < count:
+            batches = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), timeout=30)
+            for records in batches.values():
+                received.extend((r.key, SESSION_EVENT_ADAPTER.validate_json(r.value)) for r in records)
+    finally:
+        await consumer.stop()
+    return received
+
+
+@pytest.mark.clickhouse
+async def test_a_compaction_before_fresh_usage_reaches_session_events_straight_and_through_the_api(
+    settings: Settings, clickhouse: Any, tmp_path: Path
+) -> None:
+    migrate(clickhouse)
+    await ensure_topics(settings)
+    sessions = {}
+    for thread in ("thr_kafka", "thr_api"):
+        sessions[thread] = tmp_path / f"{thread}.jsonl"
+        sessions[thread].write_text(f"{_usage_line(thread, 240_000)}\n{_compaction_line(thread)}\n")
+    straight = await asyncio.to_thread(
+        run_report, settings, "--from", "codex-app-server", "--input", str(sessions["thr_kafka"])
+    )
+    assert straight.returncode == 0, straight.stderr
+    app = create_app(settings, clickhouse, ApiSettings(), secret=SECRET)
+    async with running(app, "127.0.0.1", 0) as api_url:
+        via_api = await asyncio.to_thread(
+            run_report, settings, "--from", "codex-app-server", "--input", str(sessions["thr_api"]),
+            "--api-url", api_url, "--token", worker_token(SECRET),
+        )  # fmt: skip
+    assert via_api.returncode == 0, via_api.stderr
+    received = await _events(settings, 2)
+    assert sorted((key, event.type, event.thread_id, event.tokens_before) for key, event in received) == [
+        (b"thr_api", "compaction_completed", "thr_api", 240_000),
+        (b"thr_kafka", "compaction_completed", "thr_kafka", 240_000),
+    ]
+    assert {event.worker_id for _, event in received} == {"worker-mac-01"}

@@ -7,6 +7,7 @@ projects; an operator may call everything.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,14 @@ from api.tokens import Role
 from tests.samples import HANDOFF_READY, SPEC_REPORT_REQUEST, dumps
 from tests.unit.api.fakes import EmptyDatabase, RecordingPublisher, bearer, make_app
 
+COMPACTION_EVENT = {
+    "type": "compaction_completed",
+    "thread_id": "thread-abc",
+    "event_id": "compaction-1",
+    "occurred_at": datetime.now(UTC).isoformat(),
+    "project_id": "proj-001",
+    "trigger_mode": "request_start",
+}
 TOKENS = {
     Role.WORKER: bearer(Role.WORKER, "worker-mac-01", "proj-001"),
     Role.USER: bearer(Role.USER, "kris", "proj-001"),
@@ -41,6 +50,7 @@ POLICY = dumps({"project_id": "proj-001", "safe_min_pct": 80, "watch_min_pct": 6
 ENDPOINTS = [
     # method, url, body, roles allowed, the answer an allowed role gets from an empty database
     ("POST", "/api/v1/workers/worker-mac-01/thread-context", dumps(SPEC_REPORT_REQUEST), REPORTER, 200),
+    ("POST", "/api/v1/workers/worker-mac-01/session-events", dumps(COMPACTION_EVENT), REPORTER, 202),
     ("POST", "/api/v1/threads/thread-abc/handoff-packages", dumps(HANDOFF_READY), REPORTER, 202),
     ("GET", "/api/v1/conversations", None, READER, 200),
     ("GET", "/api/v1/projects/proj-001", None, READER, 404),

@@ -121,6 +121,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
     document = client.get("/openapi.json").json()
     assert set(document["paths"]) == {
         "/api/v1/workers/{worker_id}/thread-context",
+        "/api/v1/workers/{worker_id}/session-events",
         "/api/v1/conversations",
         "/api/v1/projects/{project_id}",
         "/api/v1/threads/{thread_id}/context-budget",
@@ -141,7 +142,10 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
     }
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")
+    posted = document["paths"]["/api/v1/workers/{worker_id}/session-events"]["post"]
+    assert posted["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/SessionEvent")
     schemas = document["components"]["schemas"]
+    assert schemas["SessionEvent"]["discriminator"]["propertyName"] == "type"
     assert {
         "WorkerReportRequest",
         "WorkerReportResponse",

@@ -12,7 +12,7 @@ from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events
 from reporter.sink import DeliveryError
-from schemas import ContextBudgetLevel, SessionEvent, SourceKind, ThreadContextSnapshot
+from schemas import CompactionCompleted, ContextBudgetLevel, SessionEvent, SourceKind, ThreadContextSnapshot
 from tests.unit.reporter.conftest import FIXTURES, ROLLOUT_FILE
 
 IDENTITY = Identity(node_id="mac-01", worker_id="worker-mac-01", project_id="proj-001", task_id="task-017")
@@ -32,6 +32,7 @@ class _Sink:
         self.snapshots: list[ThreadContextSnapshot] = []
         self.events: list[SessionEvent] = []
         self.down = down
+        self.events_down = 0
 
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         if self.down:
@@ -41,6 +42,9 @@ class _Sink:
         return None
 
     async def send_event(self, event: SessionEvent) -> None:
+        if self.events_down:
+            self.events_down -= 1
+            raise DeliveryError("down")
         self.events.append(event)
 
     async def close(self) -> None:
@@ -200,3 +204,52 @@ async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the
     assert len(sink.snapshots) == 2
     assert (after.compaction_count, after.last_compaction_at) == (1, compacted_at)
     assert (after.context_budget_level, after.captured_at) == (ContextBudgetLevel.SAFE, clock.now)
+
+
+async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_percent_is_sent() -> None:
+    clock, sink = _Clock(), _Sink()
+    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+
+    async def feed(line: str) -> None:
+        if (reading := parser.feed(line, clock())) is not None:
+            reporter.observe(reading)
+        await reporter.flush()
+
+    await feed(_usage_line("t", 240_000))
+    clock.now += timedelta(seconds=1)
+    await feed(_compaction_line("t"))
+    [event] = sink.events
+    assert isinstance(event, CompactionCompleted)
+    assert (event.thread_id, event.occurred_at, event.tokens_before, event.tokens_after) == (
+        "t",
+        clock.now,
+        240_000,  # the usage the tool last reported, of before the compaction
+        None,  # unknown until the tool reports usage again
+    )
+    assert (event.project_id, event.worker_id, event.node_id) == ("proj-001", "worker-mac-01", "mac-01")
+    assert [s.captured_at for s in sink.snapshots] == [T0]  # no snapshot with the stale percent
+    for _ in range(30):
+        clock.now += timedelta(seconds=1)
+        await reporter.flush()
+    assert (len(sink.events), len(sink.snapshots)) == (1, 1)  # said once, and still no stale percent
+
+    # the same notice read again (a restarted reporter re-reads the line) is the same event: consumers drop it
+    again = Reporter(IDENTITY, sink, clock=clock)
+    again.observe(reporter.cadence.latest("t", SourceKind.CODEX_APP_SERVER))
+    await again.flush()
+    assert sink.events[1] == event
+
+
+async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None:
+    clock, sink = _Clock(), _Sink()
+    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+    for line in (_usage_line("t", 240_000), _compaction_line("t"), _usage_line("u", 30_000)):
+        if (reading := parser.feed(line, clock())) is not None:
+            reporter.observe(reading)
+    sink.events_down = 1
+    await reporter.flush()
+    assert sink.events == []
+    assert [s.thread_id for s in sink.snapshots] == ["u"]  # an event not delivered holds no snapshot back
+    clock.now += timedelta(seconds=10)
+    await reporter.flush()
+    assert [e.type for e in sink.events] == ["compaction_completed"]

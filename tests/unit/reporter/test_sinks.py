@@ -102,3 +102,24 @@ def test_kafka_records_go_to_the_prefixed_input_topics_keyed_by_thread() -> None
     record = event_record(event, "ctx.")
     assert (record.topic, record.key) == ("ctx.session-events", b"thread-abc")
     assert SESSION_EVENT_ADAPTER.validate_json(record.value) == event
+
+
+async def test_http_sink_posts_a_session_event_to_its_workers_route_and_retries_it(serve) -> None:
+    server = serve([UNAVAILABLE, (202, {}, b"")])
+    event = SESSION_EVENT_ADAPTER.validate_python(
+        {
+            "type": "compaction_completed",
+            "thread_id": "thread-abc",
+            "event_id": "compaction-1",
+            "occurred_at": datetime(2026, 3, 25, 7, 0, tzinfo=UTC),
+            "worker_id": "worker-mac-01",
+            "trigger_mode": "request_start",
+        }
+    )
+    await HttpSink(server.url, token="tok-1", sleep=_Sleeps()).send_event(event)
+    assert server.statuses == [503, 202]
+    path, headers, body = server.requests[-1]
+    assert (path, headers["Authorization"]) == ("/api/v1/workers/worker-mac-01/session-events", "Bearer tok-1")
+    assert SESSION_EVENT_ADAPTER.validate_json(body) == event
+    with pytest.raises(RejectedRecord, match="names no worker_id"):
+        await HttpSink(server.url).send_event(event.model_copy(update={"worker_id": None}))
