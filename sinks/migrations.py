@@ -609,6 +609,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        9,
+        "snapshots keep the agent tool, the model and the percent the tool itself shows (additive report fields)",
+        (
+            """
+            ALTER TABLE thread_context_snapshots
+                ADD COLUMN IF NOT EXISTS agent_tool Nullable(String),
+                ADD COLUMN IF NOT EXISTS model Nullable(String),
+                ADD COLUMN IF NOT EXISTS shown_remaining_pct Nullable(Float64)
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

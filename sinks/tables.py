@@ -198,6 +198,9 @@ THREAD_CONTEXT_SNAPSHOTS = TableSpec(
         "snapshot_version",
         "captured_at",
         "schema_version",
+        "agent_tool",
+        "model",
+        "shown_remaining_pct",
     ),
 )
 
