@@ -37,6 +37,7 @@ class Source(StrEnum):
 DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
 DEFAULT_CLAUDE_DIR = Path.home() / ".claude" / "projects"
 APP_SERVER_STATE = "app_server_threads.json"
+PENDING_EVENTS = "pending_events.jsonl"
 
 
 async def file_lines(path: Path | None) -> AsyncIterator[str]:
@@ -164,7 +165,8 @@ async def _run(
     if source is not Source.EVENTS:
         sink = SpooledSink(Spool(spool_dir), sink)
         await sink.start()
-    reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile])
+    # compaction events not delivered survive a restart beside the spool
+    reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
     try:
         if source is Source.CODEX_APP_SERVER:
             parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
@@ -190,5 +192,6 @@ async def _run(
         return 0
     rejected = f"rejected {sink.rejected}" + (f" (set aside in {sink.rejected_path})" if sink.rejected else "")
     left = f"left {len(sink.spool)}" + (" (kept for the next run)" if len(sink.spool) else "")
-    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}", err=True)
-    return sink.rejected + len(sink.spool)
+    events = f"; compaction events left {reporter.events_left}" if reporter.events_left else ""
+    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}{events}", err=True)
+    return sink.rejected + len(sink.spool) + reporter.events_left

@@ -21,9 +21,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from pydantic import ValidationError
 
+from reporter.atomic_file import write_atomically
 from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
 from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
@@ -46,6 +48,12 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _load_events(path: Path | None) -> list[SessionEvent]:
+    if path is None or not path.exists():
+        return []
+    return [_EVENT_CODEC.decode(line) for line in path.read_bytes().splitlines() if line]
+
+
 class Reporter:
     def __init__(
         self,
@@ -54,7 +62,9 @@ class Reporter:
         profile: CodexProfile = DEFAULT_CODEX_PROFILE,
         cadence: Cadence | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        pending_events: Path | None = None,
     ) -> None:
+        """`pending_events`: where compaction events not delivered yet are kept across restarts (one JSON a line)."""
         self.identity = identity
         self.sink = sink
         self.profile = profile
@@ -65,8 +75,9 @@ class Reporter:
         self._paused_until = datetime.min.replace(tzinfo=UTC)
         self._announced: dict[tuple[str, SourceKind], int] = {}
         """Per thread and source, the compaction count last said as an event."""
-        self._events: list[SessionEvent] = []
-        """Compaction events not delivered yet, in order: kept until the sink takes them."""
+        self._pending_events = pending_events
+        self._events: list[SessionEvent] = _load_events(pending_events)
+        """Compaction events not delivered yet, in order: kept (and saved) until the sink takes them."""
         self.woken = asyncio.Event()
         """Set when what is due may have changed (a reading, an answered interval): the run loops wait on it."""
         if isinstance(sink, SpooledSink):
@@ -91,6 +102,7 @@ class Reporter:
             )
             self._announced[key] = reading.compaction_count
             self._events.append(compaction_event(reading, self.identity, self.profile))
+            self._save_events()
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
         self.woken.set()
 
@@ -132,7 +144,7 @@ class Reporter:
         return delivered
 
     async def _send_events(self, final: bool) -> None:
-        """Send the pending events in order; on failure keep the rest (in memory, not spooled) and pause."""
+        """Send the pending events in order; on failure keep the rest (saved for the next run) and pause."""
         while self._events:
             try:
                 await self.sink.send_event(self._events[0])
@@ -142,11 +154,28 @@ class Reporter:
                 )
                 self._paused_until = self.clock() + DELIVERY_PAUSE
                 if final:
-                    log.error("reporter: %d session events not delivered at exit: %s", len(self._events), self._events)
+                    log.warning(
+                        "reporter: %d session events not delivered at exit, kept in %s for the next run",
+                        len(self._events),
+                        self._pending_events,
+                    )
                 return
             except RejectedRecord as error:
-                log.error("reporter: the receiver rejected a session event: %s", error)
+                if isinstance(self.sink, SpooledSink):
+                    self.sink.set_aside("session_event", self._events[0], str(error))
+                else:
+                    log.error("reporter: the receiver rejected a session event: %s", error)
             self._events.pop(0)
+            self._save_events()
+
+    @property
+    def events_left(self) -> int:
+        """Compaction events not delivered yet (saved for the next run when `pending_events` is set)."""
+        return len(self._events)
+
+    def _save_events(self) -> None:
+        if self._pending_events is not None:
+            write_atomically(self._pending_events, b"".join(_EVENT_CODEC.encode(e) + b"\n" for e in self._events))
 
     def answered(self, snapshot: ThreadContextSnapshot, next_required_seconds: int | None) -> None:
         """A spooled snapshot was delivered: the engine's interval, when it gave one, sets the thread's cadence."""

@@ -17,6 +17,8 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 
+from pydantic import BaseModel
+
 from reporter.sink import Backoff, DeliveryError, RejectedRecord, Sink
 from reporter.spool import Spool
 from schemas import SessionEvent, ThreadContextSnapshot
@@ -115,16 +117,20 @@ class SpooledSink:
                 self.on_answer(record.snapshot, interval)
 
     def _set_aside(self, snapshot: ThreadContextSnapshot, reason: str) -> None:
+        self.set_aside("snapshot", snapshot, reason)
+
+    def set_aside(self, kind: str, record: BaseModel, reason: str) -> None:
         """The same record would be rejected again: keep it, with the reason, where an operator can look at it."""
-        line = json.dumps({"reason": reason, "snapshot": snapshot.model_dump(mode="json")}, ensure_ascii=False)
+        line = json.dumps({"reason": reason, kind: record.model_dump(mode="json")}, ensure_ascii=False)
         with self.rejected_path.open("a", encoding="utf-8") as out:
             out.write(line + "\n")
             out.flush()
             os.fsync(out.fileno())
         self.rejected += 1
         log.error(
-            "spool: the receiver rejected a snapshot of thread %r (set aside in %s): %s",
-            snapshot.thread_id,
+            "spool: the receiver rejected a %s of thread %r (set aside in %s): %s",
+            kind,
+            getattr(record, "thread_id", ""),
             self.rejected_path,
             reason,
         )

@@ -11,7 +11,9 @@ from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events
-from reporter.sink import DeliveryError
+from reporter.sink import DeliveryError, RejectedRecord
+from reporter.spool import Spool
+from reporter.spooled_sink import SpooledSink
 from schemas import CompactionCompleted, ContextBudgetLevel, SessionEvent, SourceKind, ThreadContextSnapshot
 from tests.unit.reporter.conftest import FIXTURES, ROLLOUT_FILE
 
@@ -253,3 +255,41 @@ async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None
     clock.now += timedelta(seconds=10)
     await reporter.flush()
     assert [e.type for e in sink.events] == ["compaction_completed"]
+
+
+async def test_a_compaction_event_not_delivered_at_exit_is_kept_for_the_next_run(tmp_path) -> None:
+    pending = tmp_path / "pending_events.jsonl"
+    clock, sink = _Clock(), _Sink()
+    reporter, parser = Reporter(IDENTITY, sink, clock=clock, pending_events=pending), CodexAppServerParser()
+    for line in (_usage_line("t", 240_000), _compaction_line("t")):
+        if (reading := parser.feed(line, clock())) is not None:
+            reporter.observe(reading)
+    sink.events_down = 1
+    await reporter.flush(final=True)
+    assert sink.events == []
+    assert reporter.events_left == 1
+
+    restarted = Reporter(IDENTITY, sink, clock=clock, pending_events=pending)
+    assert restarted.events_left == 1
+    await restarted.flush()
+    assert [e.type for e in sink.events] == ["compaction_completed"]
+    assert restarted.events_left == 0
+    assert Reporter(IDENTITY, sink, clock=clock, pending_events=pending).events_left == 0
+
+
+class _RefusingEvents(_Sink):
+    async def send_event(self, event: SessionEvent) -> None:
+        raise RejectedRecord("422: invalid event")
+
+
+async def test_a_compaction_event_the_receiver_rejects_is_set_aside_beside_the_spool(tmp_path) -> None:
+    clock, spooled = _Clock(), SpooledSink(Spool(tmp_path), _RefusingEvents())
+    reporter, parser = Reporter(IDENTITY, spooled, clock=clock), CodexAppServerParser()
+    for line in (_usage_line("t", 240_000), _compaction_line("t")):
+        if (reading := parser.feed(line, clock())) is not None:
+            reporter.observe(reading)
+    await reporter.flush()
+    [kept] = [json.loads(line) for line in spooled.rejected_path.read_text().splitlines()]
+    assert kept["reason"] == "422: invalid event"
+    assert kept["session_event"]["type"] == "compaction_completed"
+    assert (spooled.rejected, reporter.events_left) == (1, 0)
