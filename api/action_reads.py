@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 import orjson
 from clickhouse_connect.driver.client import Client
 
 from schemas import MasterActionRecord, MasterActionState
-from sinks.queries import Row
+from sinks.queries import Row, query_rows, scope_filter
 from sinks.tables import MASTER_ACTIONS
 
 _LATEST_PER_ACTION = (
@@ -20,12 +19,8 @@ _LATEST_PER_ACTION = (
 )
 
 
-def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
-    return list(client.query(sql, parameters=parameters).named_results())
-
-
 def action(client: Client, action_id: str) -> Row | None:
-    rows = _rows(client, _LATEST_PER_ACTION.format(where="action_id = {id:String}"), id=action_id)
+    rows = query_rows(client, _LATEST_PER_ACTION.format(where="action_id = {id:String}"), id=action_id)
     return rows[0] if rows else None
 
 
@@ -38,13 +33,7 @@ def actions(
 ) -> list[Row]:
     """The latest state of each action of `projects` (None: all), newest issue first; the state filter applies to
     that latest state, outside the per-action pick, so an action is never listed by a state it already left."""
-    where, parameters = ["1"], {"limit": limit}
-    if projects is not None:
-        where.append("project_id IN {projects:Array(String)}")
-        parameters["projects"] = sorted(projects)
-    if thread_id is not None:
-        where.append("thread_id = {thread:String}")
-        parameters["thread"] = thread_id
+    where, parameters = scope_filter(projects, thread_id, limit)
     outer = "1"
     if states:
         outer = "state IN {states:Array(String)}"
@@ -53,7 +42,7 @@ def actions(
         f"SELECT * FROM ({_LATEST_PER_ACTION.format(where=' AND '.join(where))}) WHERE {outer}"
         " ORDER BY issued_at DESC, action_id LIMIT {limit:UInt32}"
     )
-    return _rows(client, sql, **parameters)
+    return query_rows(client, sql, **parameters)
 
 
 def record_of(row: Row) -> MasterActionRecord:

@@ -14,15 +14,11 @@ from pydantic import TypeAdapter
 
 from api.cursor import NO_REPLY_RANK, SortKey
 from schemas import MasterActionItem
-from sinks.queries import Row
+from sinks.queries import Row, query_rows
 from sinks.rows import VERSION_COLUMN
 from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, THREAD_CONTEXT_ALERTS
 
 _ITEMS: TypeAdapter[list[MasterActionItem]] = TypeAdapter(list[MasterActionItem])
-
-
-def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
-    return list(client.query(sql, parameters=parameters).named_results())
 
 
 def conversation_page(client: Client, projects: Collection[str] | None, after: SortKey | None, limit: int) -> list[Row]:
@@ -44,12 +40,12 @@ def conversation_page(client: Client, projects: Collection[str] | None, after: S
         f" WHERE {' AND '.join(where)}"
         " ORDER BY pin_rank, reply_rank, conversation_id LIMIT {limit:UInt32}"
     )
-    return _rows(client, sql, **parameters)
+    return query_rows(client, sql, **parameters)
 
 
 def alert(client: Client, alert_id: str) -> Row | None:
     sql = f"SELECT * EXCEPT ({VERSION_COLUMN}) FROM {THREAD_CONTEXT_ALERTS.name} FINAL WHERE alert_id = {{id:String}}"
-    rows = _rows(client, sql, id=alert_id)
+    rows = query_rows(client, sql, id=alert_id)
     return rows[0] if rows else None
 
 
@@ -66,4 +62,4 @@ def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[
         f"SELECT * FROM {table} WHERE thread_id = {{id:String}}"
         " ORDER BY completed_at DESC, event_id LIMIT 1 BY event_id LIMIT {recent:UInt32}"
     )
-    return int(count.result_rows[0][0]), _rows(client, sql, **parameters)
+    return int(count.result_rows[0][0]), query_rows(client, sql, **parameters)

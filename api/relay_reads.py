@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
 from schemas import AlertStatus, ContextAlert, HandoffPackage
-from sinks.queries import Row
+from sinks.queries import Row, query_rows, scope_filter
 from sinks.rows import VERSION_COLUMN
 from sinks.tables import THREAD_CONTEXT_ALERTS, THREAD_HANDOFF_PACKAGES
-
-
-def _rows(client: Client, sql: str, **parameters: Any) -> list[Row]:
-    return list(client.query(sql, parameters=parameters).named_results())
 
 
 def _package(row: Row) -> HandoffPackage:
@@ -26,7 +21,7 @@ def package(client: Client, package_id: str) -> HandoffPackage | None:
         f"SELECT * EXCEPT ({VERSION_COLUMN}) FROM {THREAD_HANDOFF_PACKAGES.name} FINAL"
         " WHERE handoff_package_id = {id:String}"
     )
-    rows = _rows(client, sql, id=package_id)
+    rows = query_rows(client, sql, id=package_id)
     return _package(rows[0]) if rows else None
 
 
@@ -38,7 +33,7 @@ def thread_packages(client: Client, thread_id: str, limit: int) -> list[HandoffP
         " WHERE from_thread_id = {id:String} OR to_thread_id = {id:String}"
         " ORDER BY created_at DESC, handoff_package_id LIMIT {limit:UInt32}"
     )
-    return [_package(row) for row in _rows(client, sql, id=thread_id, limit=limit)]
+    return [_package(row) for row in query_rows(client, sql, id=thread_id, limit=limit)]
 
 
 def alerts(
@@ -49,13 +44,7 @@ def alerts(
     limit: int,
 ) -> list[ContextAlert]:
     """Alerts of `projects` (None: all), newest opened first; filters on the latest version of each alert."""
-    where, parameters = ["1"], {"limit": limit}
-    if projects is not None:
-        where.append("project_id IN {projects:Array(String)}")
-        parameters["projects"] = sorted(projects)
-    if thread_id is not None:
-        where.append("thread_id = {thread:String}")
-        parameters["thread"] = thread_id
+    where, parameters = scope_filter(projects, thread_id, limit)
     if statuses:
         where.append("alert_status IN {statuses:Array(String)}")
         parameters["statuses"] = sorted(s.value for s in statuses)
@@ -63,4 +52,4 @@ def alerts(
         f"SELECT * FROM (SELECT * EXCEPT ({VERSION_COLUMN}) FROM {THREAD_CONTEXT_ALERTS.name} FINAL)"
         f" WHERE {' AND '.join(where)} ORDER BY opened_at DESC, alert_id LIMIT {{limit:UInt32}}"
     )
-    return [ContextAlert.model_validate(row) for row in _rows(client, sql, **parameters)]
+    return [ContextAlert.model_validate(row) for row in query_rows(client, sql, **parameters)]
