@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_events import (
     TOOL_RESULT,
@@ -395,11 +395,6 @@ class TranscriptTailer:
         self._events[:0] = events
 
     def commit(self) -> None:
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_path.with_name(f".{self.state_path.name}.tmp")
+        """Save the read positions and the learned compaction point atomically."""
         state = _StateFile(learned_compaction_point=self.profile.learned, files=self._files)
-        with temporary.open("wb") as handle:
-            handle.write(state.model_dump_json(indent=1).encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
+        write_atomically(self.state_path, state.model_dump_json(indent=1).encode())
