@@ -6,8 +6,9 @@ for any other role, before the route body runs. Every route names its roles this
 Which projects the caller sees is the route's own check (`Principal.sees`): a resource of another project answers
 404, the same as a missing one.
 
-The roles (spec 5.2, 6.x): a worker reports its threads and posts their handoff packages; a user reads and acks
-within its projects; an operator may call everything.
+The roles (spec 5.2, 6.x): a worker reports its threads, posts their handoff packages and reads them back (one
+thread at a time, only those it reports); a user reads and acks within its projects; an operator may call
+everything.
 """
 
 from __future__ import annotations
@@ -82,6 +83,16 @@ Reporter = Annotated[Principal, require(Role.WORKER, Role.OPERATOR)]
 """Worker writes: reports (spec 5.2) and the handoff packages of its threads (spec 3.3)."""
 Operator = Annotated[Principal, require(Role.OPERATOR)]
 """Operations over every project."""
+ThreadReader = Annotated[Principal, require(Role.WORKER, Role.USER, Role.OPERATOR)]
+"""Reads of one thread and its handoff packages, and consuming a package: the master (user, operator), or the
+worker that reports the thread (its hooks ask what the thread owes, and resume the next thread from a package)."""
+
+
+def reports_thread(caller: Principal, worker_id: str | None) -> bool:
+    """Whether a worker caller is the one reporting the thread (`worker_id`, None when unknown); other roles pass
+    (their projects are the route's own check)."""
+    return caller.role is not Role.WORKER or worker_id == caller.subject
+
 
 ID_PATTERN = r"^\S+$"
 """The contract's entity id (schemas.base.Id): 1-128 characters, no whitespace."""

@@ -4,14 +4,17 @@ Both must never get in the tool's way: they exit 0 whatever happens, and say wha
 - `statusline` prints the line at once, then (with `--api-url`) reports the thread's snapshot through its own spool,
   waiting at most a second: what is not delivered stays spooled and goes out with a later update. Overlapping runs
   do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway.
-- `hook` turns a hook's input into session events: to Kafka when `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else
-  appended to `--events-file` (JSON lines that `ctxbudget report --from events --input` passes on).
+- `hook` answers the tool first, when given the API (reporter/hook_acting.py: tell the agent to write its handoff,
+  hold one automatic compaction, resume a thread), printing its JSON answer on stdout; then it turns the input into
+  session events: to Kafka when `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else appended to `--events-file` (JSON
+  lines that `ctxbudget report --from events --input` passes on).
 """
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +23,11 @@ from typing import Annotated
 import typer
 
 from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.budget_api import BudgetApi
 from reporter.claude_code import ClaudeCodeProfile
 from reporter.claude_statusline import parse_status_input, render, status_reading
+from reporter.hook_acting import Acted, act
+from reporter.hook_actions import Tool
 from reporter.hooks import hook_events, parse_hook_input
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
@@ -32,6 +38,7 @@ from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 from streams.settings import Settings
 
 STATUSLINE_DRAIN_SECONDS = 1.0
+HOOK_STATE = "hooks-state.json"
 
 
 def statusline(
@@ -79,27 +86,51 @@ async def _report(reading: Reading, identity: Identity, spool: Spool, sink: Http
 
 
 def hook(
+    tool: Annotated[Tool, typer.Option(help="Which tool runs the hook (their output formats differ).")] = Tool.CLAUDE,
+    api_url: Annotated[
+        str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Ask the API what the thread owes, and act.")
+    ] = None,
+    token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    resume_package: Annotated[
+        str | None,
+        typer.Option(envvar="CTXBUDGET_RESUME_PACKAGE", help="SessionStart of a relay thread: resume from this."),
+    ] = None,
+    state_file: Annotated[
+        Path | None, typer.Option(help="What the hooks did (default: <data dir>/reporter/hooks-state.json).")
+    ] = None,
     events_file: Annotated[
         Path | None,
         typer.Option(help="Without Kafka: append the events here (default: <data dir>/reporter/hooks.jsonl)."),
     ] = None,
     project_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = None,
 ) -> None:
-    """A PreCompact / PostCompact / SessionStart / Stop hook of Claude Code or Codex: reports compaction facts."""
+    """A Claude Code or Codex hook (PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit): with `--api-url`,
+    answers for a thread that owes a handoff (reporter/hook_actions.py); always reports compaction facts."""
     try:
-        events = hook_events(parse_hook_input(sys.stdin.buffer.read()), datetime.now(UTC), project_id)
+        hook_input = parse_hook_input(sys.stdin.buffer.read())
     except ValueError as error:
         typer.echo(f"ctxbudget hook: unreadable input: {error}", err=True)
         return
+    settings = Settings()
+    if api_url:
+        path = state_file or settings.resolved_data_dir / "reporter" / HOOK_STATE
+        try:
+            acted = act(tool, hook_input, BudgetApi(api_url, token), path, resume_package)
+        except Exception as error:  # a hook never fails the agent: an unexpected fault lets the tool go on
+            acted = Acted(notes=[f"not acted: {error!r}"])
+        for note in acted.notes:
+            typer.echo(f"ctxbudget hook: {note}", err=True)
+        if acted.output is not None:
+            typer.echo(json.dumps(acted.output))
+            sys.stdout.flush()
+    events = hook_events(hook_input, datetime.now(UTC), project_id)
     if not events:
         return
-    settings = Settings()
     try:
         if settings.kafka_bootstrap_servers:
             asyncio.run(_to_kafka(events, KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix)))
         else:
-            path = events_file or settings.resolved_data_dir / "reporter" / "hooks.jsonl"
-            append_events(path, events)
+            append_events(events_file or settings.resolved_data_dir / "reporter" / "hooks.jsonl", events)
     except Exception as error:
         typer.echo(f"ctxbudget hook: not reported: {error}", err=True)
 

@@ -1,7 +1,9 @@
 """Handoff packages for the master (issue 21, spec 3.3): read one whole, list a thread's, consume one into its relay.
 
-Roles: user and operator (within the token's projects; an operator sees all): the master's reads and its consume. A
-worker writes its packages through `POST /api/v1/threads/{thread_id}/handoff-packages`. Another project's package
+Roles: user and operator (within the token's projects; an operator sees all): the master's reads and its consume; a
+worker may read one package and consume it when it reports the thread the package came from (its SessionStart hook
+and `ctxbudget handoff resume` start the next thread from it). A worker writes its packages through
+`POST /api/v1/threads/{thread_id}/handoff-packages`. Another project's package, or for a worker another worker's,
 answers 404, like an unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and
 `consumed_at`) on `handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward."""
 
@@ -17,7 +19,7 @@ from pydantic import Field
 
 from api import relay_reads
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reader, not_found, path_id
+from api.deps import Context, Reader, ThreadReader, not_found, path_id, reports_thread
 from api.responses import errors, record_response
 from api.tokens import Principal
 from api.views import ConsumeRequest
@@ -37,8 +39,9 @@ class HandoffPackagePage(Record):
 
 
 @router.get("/api/v1/handoff-packages/{package_id}", response_model=HandoffPackage, responses=errors(401, 404, 422))
-async def get_handoff_package(package_id: PackageId, context: Context, caller: Reader) -> Response:
-    """Roles: user, operator (within the token's projects). The whole spec 3.3 record, latest version."""
+async def get_handoff_package(package_id: PackageId, context: Context, caller: ThreadReader) -> Response:
+    """Roles: user, operator (within the token's projects); worker for the threads it reports. The whole spec 3.3
+    record, latest version."""
     return record_response(await run_in_threadpool(_visible, context, caller, package_id))
 
 
@@ -64,10 +67,11 @@ async def list_thread_packages(
     openapi_extra=json_body_openapi(ConsumeRequest),
 )
 async def consume_handoff_package(
-    package_id: PackageId, request: Request, context: Context, caller: Reader
+    package_id: PackageId, request: Request, context: Context, caller: ThreadReader
 ) -> Response:
-    """Roles: user, operator (within the token's projects). A ready package becomes consumed by the named
-    relay thread; the answer is the version published. Consuming it again into the same thread repeats that answer."""
+    """Roles: user, operator (within the token's projects); worker for the threads it reports. A ready package
+    becomes consumed by the named relay thread; the answer is the version published. Consuming it again into the
+    same thread repeats that answer."""
     body = decode_body(ConsumeRequest, await read_body(request, MAX_CONSUME_BYTES, context.api.body_timeout_seconds))
     package = await run_in_threadpool(_visible, context, caller, package_id)
     if package.package_status is PackageStatus.CONSUMED and package.to_thread_id == body.to_thread_id:
@@ -99,5 +103,8 @@ async def consume_handoff_package(
 def _visible(context: Context, caller: Principal, package_id: str) -> HandoffPackage:
     package = relay_reads.package(context.clickhouse, package_id)
     if package is None or not caller.sees(package.project_id):
+        raise not_found("handoff package")
+    known = context.kafka.threads.known(package.from_thread_id)
+    if not reports_thread(caller, known.worker_id if known else None):
         raise not_found("handoff package")
     return package

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 
 from api import reads
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reader, Reporter, not_found, path_id, refuse_takeover
+from api.deps import Context, Reporter, ThreadReader, not_found, path_id, refuse_takeover, reports_thread
 from api.packages import package_outcome
 from api.read_models import thread_detail
 from api.responses import errors, record_response
@@ -30,8 +30,9 @@ ThreadId = Annotated[str, path_id("The thread.")]
     response_model=ThreadContextDetail,
     responses=errors(401, 403, 404, 422),
 )
-async def get_context_budget(thread_id: ThreadId, context: Context, caller: Reader) -> Response:
-    """Percent, level, expected compaction with its band, last compaction, wrap-up checklist, handoff status."""
+async def get_context_budget(thread_id: ThreadId, context: Context, caller: ThreadReader) -> Response:
+    """Roles: user, operator (within the token's projects); worker for the threads it reports. Percent, level,
+    expected compaction with its band, last compaction, wrap-up checklist, handoff status, open master actions."""
     detail = await run_in_threadpool(_thread_detail, context, caller, thread_id)
     if detail is None:
         raise not_found("thread")
@@ -41,7 +42,7 @@ async def get_context_budget(thread_id: ThreadId, context: Context, caller: Read
 def _thread_detail(context: Context, caller: Principal, thread_id: str) -> ThreadContextDetail | None:
     client = context.clickhouse
     row = latest_thread(client, thread_id)
-    if row is None or not caller.sees(row["project_id"]):
+    if row is None or not caller.sees(row["project_id"]) or not reports_thread(caller, row["worker_id"]):
         return None
     count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
     return thread_detail(row, row.get("wrap_up_checklist") or None, count, recent)

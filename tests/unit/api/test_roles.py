@@ -54,7 +54,8 @@ ENDPOINTS = [
     ("POST", "/api/v1/threads/thread-abc/handoff-packages", dumps(HANDOFF_READY), REPORTER, 202),
     ("GET", "/api/v1/conversations", None, READER, 200),
     ("GET", "/api/v1/projects/proj-001", None, READER, 404),
-    ("GET", "/api/v1/threads/thread-abc/context-budget", None, READER, 404),
+    # issue 23: a worker reads the threads it reports (its hooks ask what they owe) and resumes from their packages
+    ("GET", "/api/v1/threads/thread-abc/context-budget", None, EVERYONE, 404),
     ("POST", "/api/v1/alerts/alert-1/ack", None, READER, 404),
     ("GET", "/api/v1/events", None, READER, None),  # an allowed caller gets a stream that never ends: not called
     (
@@ -70,9 +71,9 @@ ENDPOINTS = [
     ("GET", "/api/v1/master-actions", None, READER, 200),
     ("POST", "/api/v1/master-actions/act-1/ack", None, EVERYONE, 404),  # a worker acks its own threads' actions
     ("POST", "/api/v1/master-actions/act-1/done", None, EVERYONE, 404),
-    ("GET", "/api/v1/handoff-packages/hp-1", None, READER, 404),
+    ("GET", "/api/v1/handoff-packages/hp-1", None, EVERYONE, 404),
     ("GET", "/api/v1/threads/thread-abc/handoff-packages", None, READER, 200),
-    ("POST", "/api/v1/handoff-packages/hp-1/consume", dumps({"to_thread_id": "thread-relay"}), READER, 404),
+    ("POST", "/api/v1/handoff-packages/hp-1/consume", dumps({"to_thread_id": "thread-relay"}), EVERYONE, 404),
     ("POST", "/api/v1/threads/thread-abc/compaction-requests", None, READER, 404),
     ("PUT", "/api/v1/conversations/conv-1", CONVERSATION, OPERATOR, 202),
     ("PUT", "/api/v1/projects/proj-001/threshold-policy", POLICY, OPERATOR, 202),

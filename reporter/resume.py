@@ -1,0 +1,50 @@
+"""The resume prompt: what the next thread is told first, built from a handoff package (spec 3.3, 8.3).
+
+One pure function, so `ctxbudget handoff resume`, the SessionStart hook and a Codex `thread/start` (the relay) give
+the next thread the same text. Every part of the package the next thread can act on is in it: the summary, the
+patches to apply (the package links the saved diff among its artifacts), the files, commands and tests that matter,
+the open questions and the next actions. Empty parts are left out rather than shown as "none".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas import HandoffPackage
+
+PATCH_SUFFIXES = (".patch", ".diff")
+"""An artifact with one of these endings is a saved diff the next thread applies (`git apply`)."""
+
+
+def patches(package: HandoffPackage) -> list[str]:
+    return [link for link in package.critical_artifacts if link.lower().endswith(PATCH_SUFFIXES)]
+
+
+def resume_prompt(package: HandoffPackage, next_actions: Sequence[str] = ()) -> str:
+    """The text the next thread starts from. `next_actions`: the agent's suggested next steps, when the package
+    was written with them (spec 3.3 has no field for them: the caller passes what it knows)."""
+    saved_diffs = patches(package)
+    evidence = [link for link in package.critical_artifacts if link not in saved_diffs]
+    lines = [
+        f"You are continuing the work of thread {package.from_thread_id} (handoff package "
+        f"{package.handoff_package_id}, project {package.project_id}"
+        + (f", task {package.task_id}" if package.task_id else "")
+        + "). It was handed over before its context was compacted; start from this, not from scratch.",
+        "",
+        "## Summary",
+        package.summary_text.strip() or "(the package carries no summary: read the files and commands below)",
+    ]
+    sections = [
+        ("Patches to apply first (`git apply <file>`; they hold the uncommitted work)", saved_diffs),
+        ("Files that matter", package.critical_files),
+        ("Commands (the last key ones, with their results)", package.critical_commands),
+        ("Tests (the last conclusions)", package.critical_tests),
+        ("Open questions", package.open_questions),
+        ("Next actions", list(next_actions)),
+        ("Decisions and links", package.decision_links),
+        ("Evidence (logs, artifacts)", evidence),
+    ]
+    for title, items in sections:
+        if items:
+            lines += ["", f"## {title}", *(f"- {item}" for item in items)]
+    return "\n".join(lines) + "\n"
