@@ -11,6 +11,7 @@ from api.cli import token
 from api.sql_cli import sql
 from reporter.agent_commands import hook, statusline
 from reporter.cli import report
+from reporter.handoff_commands import handoff_app
 from streams.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ app.command("statusline")(statusline)
 app.command("hook")(hook)
 app.command("token")(token)
 app.command("sql")(sql)
+app.add_typer(handoff_app, name="handoff")
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
 app.add_typer(topics_app, name="topics")
 

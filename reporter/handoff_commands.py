@@ -1,0 +1,60 @@
+"""`ctxbudget handoff ...`: the handoff packages of a worker's threads, from the command line.
+
+`resume` starts the next thread: it prints the resume prompt (reporter.resume) and marks the package consumed by
+that thread, through the API with the worker's token (it may read and consume the packages of the threads it
+reports). The prompt is printed only once the package is the new thread's: a package another thread took over, or
+one not ready, is refused with the reason, so two threads never continue the same work.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, NoReturn
+
+import typer
+
+from reporter.budget_api import ApiUnavailable, BudgetApi
+from reporter.resume import resume_prompt
+from schemas import HandoffPackage, PackageStatus
+
+handoff_app = typer.Typer(help="Handoff packages of this worker's threads (spec 3.3): resume the next thread from one.")
+
+
+@handoff_app.command("resume")
+def resume(
+    to_thread: Annotated[str, typer.Option("--to-thread", help="The new thread that takes the work over.")],
+    package_id: Annotated[str | None, typer.Option("--package", help="The handoff package.")] = None,
+    from_thread: Annotated[
+        str | None, typer.Option("--from-thread", help="Or: the thread handed off (its current package).")
+    ] = None,
+    api_url: Annotated[str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="The API.")] = None,
+    token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+) -> None:
+    """Print the resume prompt for TO_THREAD and mark the package consumed by it."""
+    if (package_id is None) == (from_thread is None):
+        raise typer.BadParameter("give --package or --from-thread (one of them)")
+    if not api_url:
+        raise typer.BadParameter("give --api-url, or set CTXBUDGET_API_URL")
+    api = BudgetApi(api_url, token)
+    try:
+        package = api.package(package_id) if package_id else api.thread_package(from_thread or "")
+        if package is None:
+            _fail(f"no handoff package {package_id}" if package_id else f"no handoff package for thread {from_thread}")
+        consumed = _take_over(api, package, to_thread)
+    except ApiUnavailable as error:
+        _fail(str(error))
+    typer.echo(resume_prompt(consumed), nl=False)
+    typer.echo(f"handoff package {consumed.handoff_package_id} consumed by {to_thread}", err=True)
+
+
+def _take_over(api: BudgetApi, package: HandoffPackage, to_thread: str) -> HandoffPackage:
+    if package.package_status is PackageStatus.CONSUMED and package.to_thread_id == to_thread:
+        return package  # resumed before: the same answer
+    if package.package_status is not PackageStatus.READY:
+        taken = f" by {package.to_thread_id}" if package.to_thread_id else ""
+        _fail(f"handoff package {package.handoff_package_id} is {package.package_status.value}{taken}: not resumable")
+    return api.consume(package.handoff_package_id, to_thread)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"ctxbudget handoff resume: {message}", err=True)
+    raise typer.Exit(1)
