@@ -12,6 +12,7 @@ from api.sql_cli import sql
 from reporter.agent_commands import hook, statusline
 from reporter.cli import report
 from reporter.handoff_commands import handoff_app
+from reporter.hook_install import hooks_app
 from streams.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ app.command("hook")(hook)
 app.command("token")(token)
 app.command("sql")(sql)
 app.add_typer(handoff_app, name="handoff")
+app.add_typer(hooks_app, name="hooks")
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
 app.add_typer(topics_app, name="topics")
 
