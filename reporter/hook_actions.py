@@ -32,13 +32,13 @@ from enum import StrEnum
 from typing import Any
 
 from reporter.hooks import PRE_COMPACT, HookInput
-from schemas import HandoffPackage, MasterAction, MasterActionItem, PackageStatus
+from schemas import HandoffPackage, MasterActionItem, PackageStatus
+from streams.engine.actions import WRAP_UP_ACTIONS
 from streams.engine.handoff import ready_for_cycle
 
 STOP = "Stop"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
 SESSION_START = "SessionStart"
-HANDOFF_ACTIONS = frozenset({MasterAction.PREPARE_HANDOFF, MasterAction.PRE_COMPACTION_WRAP_UP})
 HELD_NOTE = "ctxbudget held this automatic compaction once; the next one goes through."
 HANDOFF_COMMAND = "ctxbudget handoff write --thread {thread_id}"
 HANDOFF_SHAPE = (
@@ -78,7 +78,7 @@ def thread_duty(detail: dict[str, Any], package: HandoffPackage | None) -> Threa
     last_compaction_at = datetime.fromisoformat(last_compaction) if last_compaction else None
     return ThreadDuty(
         thread_id=detail["thread_id"],
-        owed_action_ids=tuple(item.action_id for item in items if item.open and item.action in HANDOFF_ACTIONS),
+        owed_action_ids=tuple(item.action_id for item in items if item.open and item.action in WRAP_UP_ACTIONS),
         ready=ready_for_cycle(package, last_compaction_at),
         cycle=f"{detail.get('compaction_count', 0)}|{last_compaction or ''}",
     )

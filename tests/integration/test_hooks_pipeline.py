@@ -1,0 +1,191 @@
+"""The hooks against the real pipeline: a Claude Code thread reported through the API grows critical, the engine
+issues `prepare_handoff`, and `ctxbudget hook` (the command Claude Code runs) answers from what the API says.
+
+- owed action -> Stop blocks with the instruction (once) -> a ready package posted -> PreCompact lets the automatic
+  compaction through -> after it, SessionStart resumes from the package -> `handoff resume` gives it to a new thread;
+- no ready package -> PreCompact holds the automatic compaction once, then lets it through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.settings import ApiSettings, token_secret
+from api.tokens import Role, issue_token
+from reporter.hook_actions import HELD_NOTE
+from schemas import HandoffPackage, PackageStatus
+from schemas.codec import encode_record
+from streams.local_kafka import free_port
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.integration.pipeline import WorkerProcess, get_json, get_when_up
+
+pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+
+PROJECT, WORKER = "proj-hooks", "worker-hooks"
+
+
+def _status(session: str) -> str:
+    """Claude Code's status-line input for a session with 150k of its 167k tokens before compaction used."""
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 5_000, "cache_read_input_tokens": 145_000}
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": f"/home/u/.claude/projects/-repo/{session}.jsonl",
+            "cwd": "/repo",
+            "model": {"id": "claude-opus-4-5-20251101", "display_name": "Opus 4.5"},
+            "workspace": {"current_dir": "/repo", "project_dir": "/repo"},
+            "version": "2.1.140",
+            "context_window": {
+                "context_window_size": 200_000,
+                "used_percentage": 75.0,
+                "remaining_percentage": 25.0,
+                "current_usage": usage,
+            },
+        }
+    )
+
+
+def _hook(session: str, **fields: str) -> str:
+    return json.dumps({"session_id": session, "transcript_path": f"/t/{session}.jsonl", "cwd": "/repo"} | fields)
+
+
+async def _run(env: dict[str, str], *args: str, stdin: str = "") -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "streams", *args, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=60)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def _until(url: str, token: str, done: Any, within: float, what: str) -> dict:
+    """GET the thread's detail until `done(detail)`: the API reads ClickHouse, which the sinks fill a moment later."""
+    deadline = time.monotonic() + within
+    detail: dict = {}
+    while True:
+        try:
+            detail = await asyncio.to_thread(get_json, url, token)
+            if done(detail):
+                return detail
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not seen within {within} s: {detail}")
+        await asyncio.sleep(0.5)
+
+
+async def test_hooks_make_a_thread_hand_off_before_its_automatic_compaction(settings: Settings, tmp_path: Path) -> None:
+    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
+    await ensure_topics(settings)
+    port = free_port()
+    worker = WorkerProcess(settings, tmp_path / "worker", CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000")
+    worker.start()
+    api = f"http://127.0.0.1:{port}"
+    owing, stuck = f"sess-{uuid.uuid4().hex[:8]}", f"sess-{uuid.uuid4().hex[:8]}"
+    try:
+        await asyncio.to_thread(get_when_up, f"{api}/healthz", 60, worker.alive)
+        secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())
+        token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
+        env = {
+            k: v
+            for k, v in worker.env.items()
+            if k not in ("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", "CTXBUDGET_API_PORT")  # a worker without Kafka
+        } | {
+            "CTXBUDGET_API_URL": api,
+            "CTXBUDGET_WORKER_TOKEN": token,
+            "CTXBUDGET_PROJECT_ID": PROJECT,
+            "CTXBUDGET_WORKER_ID": WORKER,
+            "CTXBUDGET_DATA_DIR": str(tmp_path / "reporter"),
+        }
+        for session in (owing, stuck):
+            code, out, err = await _run(env, "statusline", stdin=_status(session))
+            assert code == 0, err
+            assert "before compaction" in out
+        for session in (owing, stuck):
+            await _until(
+                f"{api}/api/v1/threads/{session}/context-budget",
+                token,
+                lambda d: "prepare_handoff" in d["pending_master_actions"],
+                within=90,
+                what=f"prepare_handoff for {session}",
+            )
+
+        # owed and no package: Stop blocks with the instruction the agent reads, once
+        code, out, err = await _run(env, "hook", stdin=_hook(owing, hook_event_name="Stop", stop_hook_active="false"))
+        assert code == 0, err
+        blocked = json.loads(out)
+        assert blocked["decision"] == "block"
+        assert f"ctxbudget handoff write --thread {owing}" in blocked["reason"]
+        again = await _run(env, "hook", stdin=_hook(owing, hook_event_name="Stop", stop_hook_active="true"))
+        assert again[:2] == (0, "")
+
+        # the agent wrote its handoff: a ready package reaches the engine through the API (what `handoff write` does)
+        now = datetime.now(UTC)
+        package = HandoffPackage(
+            handoff_package_id=f"hp-{owing}",
+            project_id=PROJECT,
+            from_thread_id=owing,
+            package_status=PackageStatus.READY,
+            summary_text="Migration half done: tables created, backfill pending.",
+            open_questions=["Backfill in one go or per month?"],
+            critical_artifacts=[f"var/handoff/{owing}/uncommitted.patch"],
+            created_at=now,
+            ready_at=now,
+        )
+        posted = await asyncio.to_thread(_post, f"{api}/api/v1/threads/{owing}/handoff-packages", token, package)
+        assert posted["package_status"] == "ready"
+        await _until(
+            f"{api}/api/v1/threads/{owing}/context-budget",
+            token,
+            lambda d: d["handoff_package_status"] == "ready" and "prepare_handoff" not in d["pending_master_actions"],
+            within=90,
+            what="the ready package",
+        )
+        through = await _run(env, "hook", stdin=_hook(owing, hook_event_name="PreCompact", trigger="auto"))
+        assert through[:2] == (0, "")  # a ready package: the compaction goes through
+
+        # after the compaction the same session resumes from the package
+        code, out, err = await _run(env, "hook", stdin=_hook(owing, hook_event_name="SessionStart", source="compact"))
+        assert code == 0, err
+        context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert "Migration half done" in context
+        assert f"var/handoff/{owing}/uncommitted.patch" in context
+        relay = f"relay-{owing}"
+        code, out, err = await _run(env, "handoff", "resume", "--from-thread", owing, "--to-thread", relay)
+        assert code == 0, err
+        assert "Backfill in one go or per month?" in out
+
+        # no package at all: the automatic compaction is held once, then let through; a manual one never held
+        code, out, err = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="auto"))
+        assert code == 0, err
+        assert json.loads(out)["reason"].startswith(HELD_NOTE)
+        second = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="auto"))
+        assert second[:2] == (0, "")
+        manual = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="manual"))
+        assert manual[:2] == (0, "")
+    finally:
+        assert worker.stop() == 0, worker.output()
+
+
+def _post(url: str, token: str, package: HandoffPackage) -> dict:
+    request = urllib.request.Request(
+        url,
+        data=encode_record(package),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
