@@ -1,12 +1,13 @@
 """`ctxbudget hook`: Claude Code's and Codex's hook input (JSON on stdin) -> session events about compaction.
 
 Both tools send `hook_event_name`, `session_id`, `transcript_path`, `cwd`; PreCompact / PostCompact add `trigger`
-(manual | auto). Derived:
+(manual | auto). Codex's own input (codex-rs/hooks/schema/generated/*.command.input.schema.json) also carries
+`turn_id` and `model`, and `transcript_path` may be null. Derived:
 - PreCompact -> `compaction_started`; PostCompact -> `compaction_completed`. SessionStart with source `compact`
   follows the same compaction's PostCompact in Claude Code, so it derives nothing (it would complete it twice).
 - Trigger mode: `manual` is manual (/compact, `thread/compact/start`); `auto` is `request_start`, since both tools
   compact automatically before sending the request that would not fit (the hook input says no more about where).
-- Stop and every other hook: nothing yet (a later issue makes hooks act).
+- Stop and every other hook: no event. What the hooks answer the tool is reporter/hook_actions.py's.
 
 A hook's input carries no time: the event is stamped with its arrival. Its id is derived from the input itself, so
 the same input delivered twice is one event (consumers drop repeated ids).

@@ -108,3 +108,35 @@ def test_the_same_hook_input_twice_is_one_event(tmp_path: Path, monkeypatch) -> 
         CliRunner().invoke(app, ["hook", "--events-file", str(out)], input=_hook("PreCompact", trigger="auto"))
     first, second = _events(out)
     assert first.event_id == second.event_id
+
+
+def _codex_compact(name: str, trigger: str) -> str:
+    """Codex's own PreCompact / PostCompact input (codex-rs/hooks/schema/generated/pre-compact.command.input
+    .schema.json: every field required; `transcript_path` may be null)."""
+    return json.dumps(
+        {
+            "session_id": "019c8a59-e9dd-71f0-9ae3-4079fe9726a9",
+            "turn_id": "019c8a5a-0000-7000-8000-000000000001",
+            "transcript_path": None,
+            "cwd": "/home/u/repo",
+            "hook_event_name": name,
+            "model": "gpt-5.3-codex",
+            "trigger": trigger,
+        }
+    )
+
+
+def test_codex_compaction_hooks_become_session_events(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    out = tmp_path / "hooks.jsonl"
+    for name, trigger in (("PreCompact", "manual"), ("PostCompact", "manual"), ("PreCompact", "auto")):
+        args = ["hook", "--tool", "codex", "--events-file", str(out)]
+        result = CliRunner().invoke(app, args, input=_codex_compact(name, trigger))
+        assert (result.exit_code, result.stdout) == (0, "")
+    events = _events(out)
+    assert [(type(e), e.trigger_mode) for e in events] == [
+        (CompactionStarted, TriggerMode.MANUAL),
+        (CompactionCompleted, TriggerMode.MANUAL),
+        (CompactionStarted, TriggerMode.REQUEST_START),
+    ]
+    assert {e.thread_id for e in events} == {"019c8a59-e9dd-71f0-9ae3-4079fe9726a9"}
