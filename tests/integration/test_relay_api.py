@@ -6,9 +6,10 @@ import uuid
 
 import pytest
 
+from api.tokens import Role
 from schemas import SESSION_EVENT_ADAPTER, CompactRequested, HandoffPackage
 from tests.integration.test_api import World, http, publisher, store, user_of, world  # noqa: F401  (fixtures)
-from tests.unit.api.fakes import PREFIX
+from tests.unit.api.fakes import PREFIX, bearer
 
 pytestmark = pytest.mark.clickhouse
 
@@ -112,3 +113,21 @@ def test_a_compaction_request_is_a_compact_requested_event_on_the_threads_partit
     hidden = http.post(f"/api/v1/threads/{world.thread_b}/compaction-requests", headers=user_of(world.project_a))
     assert hidden.status_code == 404
     assert len(publisher.sent) == 1
+
+
+def test_a_worker_reads_and_consumes_only_the_threads_it_reports(http, world, publisher, packages) -> None:  # noqa: F811
+    package, _ = packages
+    reporter = world.outputs_a["thread-state"][-1].worker_id
+    own = bearer(Role.WORKER, reporter, world.project_a)
+    other = bearer(Role.WORKER, "worker-elsewhere", world.project_a)
+    detail = f"/api/v1/threads/{world.thread_a}/context-budget"
+    one = f"/api/v1/handoff-packages/{package.handoff_package_id}"
+    assert http.get(detail, headers=own).json()["handoff_package_id"] == package.handoff_package_id
+    assert HandoffPackage.model_validate_json(http.get(one, headers=own).content) == package
+    for url in (detail, one):
+        assert http.get(url, headers=other).status_code == 404  # another worker's thread: as if unknown
+    consume = {"to_thread_id": f"thread-relay-{world.tag}"}
+    assert http.post(f"{one}/consume", json=consume, headers=other).status_code == 404
+    assert publisher.sent == []
+    assert http.post(f"{one}/consume", json=consume, headers=own).status_code == 202
+    assert HandoffPackage.model_validate_json(publisher.sent[-1][2]).to_thread_id == consume["to_thread_id"]
