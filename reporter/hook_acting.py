@@ -4,8 +4,8 @@ Fail open: when the API cannot be asked (`ApiUnavailable`), the answer is nothin
 hook were installed) and the reason goes to `notes`, which the command prints on stderr.
 
 SessionStart resumes from a package:
-- a relay thread: the session was started with `CTXBUDGET_RESUME_PACKAGE=<package id>` in its environment (a new
-  session, not a compaction): the package's resume prompt, and the package consumed into this session's thread;
+- a relay thread: a new session (source `startup`) started with `CTXBUDGET_RESUME_PACKAGE=<package id>` in its
+  environment: the package's resume prompt, and the package consumed into this session's thread;
 - after a compaction (source `compact`): the thread's current package, while it is ready. It is not consumed: Claude
   Code keeps the session id across a compaction, so the "next thread" is the same thread, which the API refuses as
   `to_thread_id`; the compaction itself used the package up for the engine (its cycle ended).
@@ -33,6 +33,7 @@ from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
 
 COMPACT_SOURCE = "compact"
+STARTUP_SOURCE = "startup"
 ACTING_EVENTS = frozenset({"Stop", "UserPromptSubmit", "PreCompact"})
 
 
@@ -69,7 +70,7 @@ def _duty_answer(tool: Tool, hook: HookInput, api: BudgetApi, memory_path: Path)
 
 
 def _resume(hook: HookInput, api: BudgetApi, resume_package_id: str | None, notes: list[str]) -> str | None:
-    if resume_package_id and hook.source != COMPACT_SOURCE:
+    if resume_package_id and hook.source == STARTUP_SOURCE:
         package = api.package(resume_package_id)
         if package is None:
             notes.append(f"handoff package {resume_package_id} not found: nothing to resume from")

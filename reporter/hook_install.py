@@ -9,8 +9,8 @@ the same `hooks` shape: event -> [{"matcher": ..., "hooks": [{"type": "command",
 Merging: the user's other hooks, and every other key of the file, stay as they are; a group of ours (a command that
 runs `ctxbudget ... hook`) is replaced by the current one, so installing again changes nothing (idempotent) and an
 upgrade replaces the old entry instead of adding a second. The matchers select what the hook needs: compactions of
-both triggers (a manual one is reported, never held), session starts that can resume (startup for a relay thread,
-compact, resume), and every Stop and UserPromptSubmit (they take no matcher).
+both triggers (a manual one is reported, never held), session starts that resume from a package (startup: a relay
+thread; compact), and every Stop and UserPromptSubmit (they take no matcher).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HOOK_TIMEOUT_SECONDS = 15
 MATCHERS: dict[str, str | None] = {
     "PreCompact": "auto|manual",
     "PostCompact": "auto|manual",
-    "SessionStart": "startup|resume|compact",
+    "SessionStart": "startup|compact",
     "Stop": None,
     "UserPromptSubmit": None,
 }

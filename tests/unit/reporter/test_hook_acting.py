@@ -181,7 +181,9 @@ def test_a_relay_thread_resumes_from_its_package_and_consumes_it(api: FakeBudget
     assert "Keep the legacy flag?" in started["hookSpecificOutput"]["additionalContext"]
     consumed = api.packages[package.handoff_package_id]
     assert (consumed.package_status, consumed.to_thread_id) == (PackageStatus.CONSUMED, CODEX_SESSION)
-    run(CODEX_START, "--tool", "codex", env=env)  # started again (resume): consumed into it already, not twice
+    run(CODEX_START, "--tool", "codex", env=env)  # the same start delivered again: consumed already, not twice
+    resumed = _like(CODEX_START, hook_event_name="SessionStart", source="resume")
+    assert _answer(run(resumed, "--tool", "codex", env=env)) is None  # a resumed session has its prompt already
     assert [r for r in api.requests if r[0] == "POST"] == [
         ("POST", f"/api/v1/handoff-packages/{package.handoff_package_id}/consume")
     ]
