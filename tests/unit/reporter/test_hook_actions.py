@@ -1,0 +1,79 @@
+"""The hooks' decisions as pure functions: what is owed, what is said, what is remembered."""
+
+from __future__ import annotations
+
+import json
+
+from reporter import hook_memory
+from reporter.hook_actions import HookMemory, ThreadDuty, Tool, decide, package_to_check, remember, thread_duty
+from reporter.hooks import parse_hook_input
+from tests.unit.reporter.budget_fake import NOW, sample_package
+
+OWING = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=False, cycle="0|")
+
+
+def _hook(name: str, **fields: str):
+    return parse_hook_input(json.dumps({"hook_event_name": name, "session_id": "s-1"} | fields).encode())
+
+
+def test_the_detail_says_what_is_owed_and_a_stale_package_is_not_ready() -> None:
+    item = {
+        "action_id": "act-1", "action": "pre_compaction_wrap_up", "state": "acknowledged",
+        "context_budget_level": "critical", "issued_at": "2026-03-25T08:00:00Z",
+        "state_changed_at": "2026-03-25T08:00:00Z",
+    }  # fmt: skip
+    other = item | {"action_id": "act-2", "action": "forbid_context_growth"}
+    detail = {
+        "thread_id": "s-1",
+        "compaction_count": 2,
+        "last_compaction_at": "2026-03-25T09:00:00Z",
+        "handoff_package_id": "hp-1",
+        "handoff_package_status": "ready",
+        "open_master_actions": [item, other],
+    }
+    assert package_to_check(detail) == "hp-1"
+    duty = thread_duty(detail, sample_package("s-1", created_at=NOW, ready_at=NOW))  # made at 08:00, before it
+    assert duty == ThreadDuty("s-1", ("act-1",), ready=False, cycle="2|2026-03-25T09:00:00Z")
+    assert package_to_check(detail | {"handoff_package_status": "draft"}) is None
+
+
+def test_only_an_automatic_compaction_is_held_and_once_per_cycle() -> None:
+    memory = HookMemory()
+    assert decide(Tool.CLAUDE, _hook("PreCompact", trigger="manual"), OWING, memory).output is None
+    held = decide(Tool.CLAUDE, _hook("PreCompact", trigger="auto"), OWING, memory)
+    assert held.output is not None
+    assert held.held_cycle == "0|"
+    assert remember(memory, "s-1", held)
+    assert decide(Tool.CLAUDE, _hook("PreCompact", trigger="auto"), OWING, memory).output is None
+
+
+def test_a_ready_package_or_no_duty_says_nothing_anywhere() -> None:
+    ready = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=True, cycle="0|")
+    for name, fields in (("Stop", {}), ("UserPromptSubmit", {}), ("PreCompact", {"trigger": "auto"})):
+        for duty in (ready, None):
+            assert decide(Tool.CODEX, _hook(name, **fields), duty, HookMemory()).output is None
+
+
+def test_told_actions_are_remembered_per_action() -> None:
+    memory = HookMemory()
+    told = decide(Tool.CLAUDE, _hook("UserPromptSubmit"), OWING, memory)
+    assert told.told == ("act-1",)
+    remember(memory, "s-1", told)
+    assert memory.told == {"act-1": "s-1"}
+    assert decide(Tool.CLAUDE, _hook("Stop"), OWING, memory).output is None
+    assert not remember(memory, "s-1", decide(Tool.CLAUDE, _hook("PostCompact", trigger="auto"), OWING, memory))
+
+
+def test_the_memory_survives_on_disk_stays_bounded_and_an_unreadable_one_starts_empty(tmp_path) -> None:
+    path = tmp_path / "hooks-state.json"
+    with hook_memory.updating(path) as (memory, save):
+        memory.told.update({f"act-{i}": "s-1" for i in range(hook_memory.MAX_ENTRIES + 5)})
+        memory.held["s-1"] = "3|"
+        save()
+    loaded = hook_memory.load(path)
+    assert len(loaded.told) == hook_memory.MAX_ENTRIES
+    assert "act-0" not in loaded.told  # the oldest go first
+    assert f"act-{hook_memory.MAX_ENTRIES + 4}" in loaded.told
+    assert loaded.held == {"s-1": "3|"}
+    path.write_text("{not json")
+    assert hook_memory.load(path) == HookMemory()
