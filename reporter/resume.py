@@ -3,12 +3,11 @@
 One pure function, so `ctxbudget handoff resume`, the SessionStart hook and a Codex `thread/start` (the relay) give
 the next thread the same text. Every part of the package the next thread can act on is in it: the summary, the
 patches to apply (the package links the saved diff among its artifacts), the files, commands and tests that matter,
-the open questions and the next actions. Empty parts are left out rather than shown as "none".
+the open questions, and the agent's next actions (spec 3.3 has no field for them: the worker writes them into the
+summary when it assembles the package). Empty parts are left out rather than shown as "none".
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from schemas import HandoffPackage
 
@@ -20,9 +19,8 @@ def patches(package: HandoffPackage) -> list[str]:
     return [link for link in package.critical_artifacts if link.lower().endswith(PATCH_SUFFIXES)]
 
 
-def resume_prompt(package: HandoffPackage, next_actions: Sequence[str] = ()) -> str:
-    """The text the next thread starts from. `next_actions`: the agent's suggested next steps, when the package
-    was written with them (spec 3.3 has no field for them: the caller passes what it knows)."""
+def resume_prompt(package: HandoffPackage) -> str:
+    """The text the next thread starts from."""
     saved_diffs = patches(package)
     evidence = [link for link in package.critical_artifacts if link not in saved_diffs]
     lines = [
@@ -40,7 +38,6 @@ def resume_prompt(package: HandoffPackage, next_actions: Sequence[str] = ()) -> 
         ("Commands (the last key ones, with their results)", package.critical_commands),
         ("Tests (the last conclusions)", package.critical_tests),
         ("Open questions", package.open_questions),
-        ("Next actions", list(next_actions)),
         ("Decisions and links", package.decision_links),
         ("Evidence (logs, artifacts)", evidence),
     ]

@@ -7,8 +7,8 @@ from tests.unit.reporter.budget_fake import sample_package
 
 
 def test_every_part_of_the_package_is_in_the_prompt() -> None:
-    package = sample_package("thread-old")
-    prompt = resume_prompt(package, next_actions=["Fix the BOM case first"])
+    package = sample_package("thread-old", summary_text="Parser rewritten.\n\nNext actions:\n- Fix the BOM case first")
+    prompt = resume_prompt(package)
     for text in (
         package.summary_text,
         *package.open_questions,
@@ -47,4 +47,4 @@ def test_empty_parts_are_left_out() -> None:
     )
     prompt = resume_prompt(package)
     assert prompt.count("## ") == 1  # the summary only
-    assert "Next actions" not in prompt
+    assert "Patches" not in prompt
