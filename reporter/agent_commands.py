@@ -26,7 +26,7 @@ from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.budget_api import BudgetApi
 from reporter.claude_code import ClaudeCodeProfile
 from reporter.claude_statusline import parse_status_input, render, status_reading
-from reporter.hook_acting import Acted, act
+from reporter.hook_acting import ANSWERED_EVENTS, Acted, act
 from reporter.hook_actions import Tool
 from reporter.hooks import hook_events, parse_hook_input
 from reporter.http_sink import HttpSink
@@ -123,6 +123,8 @@ def hook(
         if acted.output is not None:
             typer.echo(json.dumps(acted.output))
             sys.stdout.flush()
+    elif hook_input.event_name in ANSWERED_EVENTS:
+        typer.echo("ctxbudget hook: no --api-url / CTXBUDGET_API_URL: reporting only, not acting", err=True)
     events = hook_events(hook_input, datetime.now(UTC), project_id)
     if not events:
         return

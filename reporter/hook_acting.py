@@ -35,6 +35,8 @@ from schemas import HandoffPackage, PackageStatus
 COMPACT_SOURCE = "compact"
 STARTUP_SOURCE = "startup"
 ACTING_EVENTS = frozenset({"Stop", "UserPromptSubmit", "PreCompact"})
+ANSWERED_EVENTS = ACTING_EVENTS | {SESSION_START}
+"""The events a hook may answer; the others (PostCompact) are only reported."""
 
 
 @dataclass

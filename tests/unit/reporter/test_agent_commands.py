@@ -90,7 +90,8 @@ def test_compaction_hooks_become_session_events(tmp_path: Path, monkeypatch) -> 
     for name, trigger in (("PreCompact", "auto"), ("PostCompact", "auto"), ("PreCompact", "manual")):
         result = runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook(name, trigger=trigger))
         assert (result.exit_code, result.stdout) == (0, "")
-    runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook("Stop", stop_hook_active="false"))
+    stop = runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook("Stop", stop_hook_active="false"))
+    assert (stop.stdout, "not acting" in stop.stderr) == ("", True)  # installed without the API: it says so
     runner.invoke(app, ["hook", "--events-file", str(out)], input=_hook("SessionStart", source="compact"))
     events = _events(out)
     assert [(type(e), e.trigger_mode) for e in events] == [
