@@ -47,6 +47,8 @@ class Acted:
 
 def act(tool: Tool, hook: HookInput, api: BudgetApi, memory_path: Path, resume_package_id: str | None) -> Acted:
     acted = Acted()
+    if hook.subagent:
+        return acted
     try:
         if hook.event_name == SESSION_START:
             text = _resume(hook, api, resume_package_id, acted.notes)

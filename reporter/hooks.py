@@ -8,6 +8,9 @@ Both tools send `hook_event_name`, `session_id`, `transcript_path`, `cwd`; PreCo
 - Trigger mode: `manual` is manual (/compact, `thread/compact/start`); `auto` is `request_start`, since both tools
   compact automatically before sending the request that would not fit (the hook input says no more about where).
 - Stop and every other hook: no event. What the hooks answer the tool is reporter/hook_actions.py's.
+- A subagent's hook (its input names an `agent_id`: Codex's subagent fields, Claude Code's inside a subagent): no
+  event and no answer. Its context is the subagent's own, not the thread's (the transcript readers skip sidechains
+  for the same reason).
 
 A hook's input carries no time: the event is stamped with its arrival. Its id is derived from the input itself, so
 the same input delivered twice is one event (consumers drop repeated ids).
@@ -37,6 +40,11 @@ class HookInput:
     trigger: str | None
     source: str | None
     raw: bytes
+    agent_id: str | None = None
+
+    @property
+    def subagent(self) -> bool:
+        return self.agent_id is not None
 
 
 def parse_hook_input(raw: bytes) -> HookInput:
@@ -52,7 +60,9 @@ def parse_hook_input(raw: bytes) -> HookInput:
         value = data.get(key)
         return value if isinstance(value, str) and value else None
 
-    return HookInput(name, session, text("cwd"), text("transcript_path"), text("trigger"), text("source"), raw)
+    return HookInput(
+        name, session, text("cwd"), text("transcript_path"), text("trigger"), text("source"), raw, text("agent_id")
+    )
 
 
 def trigger_mode(trigger: str | None) -> TriggerMode:
@@ -60,6 +70,8 @@ def trigger_mode(trigger: str | None) -> TriggerMode:
 
 
 def hook_events(hook: HookInput, now: datetime, project_id: str | None = None) -> list[SessionEvent]:
+    if hook.subagent:
+        return []
     event_id = f"hook-{hashlib.sha256(hook.raw).hexdigest()[:32]}"
     common: dict[str, Any] = {
         "thread_id": hook.session_id,

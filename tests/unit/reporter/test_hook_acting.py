@@ -192,3 +192,14 @@ def test_a_relay_thread_resumes_from_its_package_and_consumes_it(api: FakeBudget
 def test_a_session_start_without_a_package_says_nothing(api: FakeBudgetApi, run) -> None:
     assert _answer(run(CODEX_START, "--tool", "codex")) is None
     assert api.requests == []
+
+
+def test_a_subagents_hooks_neither_act_nor_report(api: FakeBudgetApi, run, tmp_path: Path) -> None:
+    api.thread(CODEX_SESSION)
+    api.owe(CODEX_SESSION, "act-1")
+    subagent = _like(
+        CODEX_STOP, hook_event_name="PreCompact", trigger="auto", agent_id="agent-1", agent_type="explorer"
+    )
+    assert _answer(run(subagent, "--tool", "codex")) is None
+    assert api.requests == []
+    assert not (tmp_path / "hooks.jsonl").exists()
