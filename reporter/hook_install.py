@@ -87,11 +87,18 @@ def our_entries(command: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def merged(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """`settings` with our entries in its `hooks`, the user's own entries kept in their order. Pure."""
-    hooks = dict(settings.get("hooks") or {})
+    """`settings` with our entries in its `hooks`, the user's own entries kept in their order. Pure; ValueError for
+    a `hooks` section that is not the tools' shape (it is left for the user to fix, never rewritten)."""
+    hooks = settings.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ValueError("`hooks` is not an object")
+    hooks = dict(hooks)
     for event, groups in our_entries(command).items():
+        theirs = hooks.get(event, [])
+        if not isinstance(theirs, list) or not all(isinstance(g, dict) for g in theirs):
+            raise ValueError(f"`hooks.{event}` is not a list of matcher groups")
         kept = []
-        for group in hooks.get(event) or []:
+        for group in theirs:
             handlers = [h for h in group.get("hooks", []) if not (isinstance(h, dict) and ours(h.get("command")))]
             if handlers or not group.get("hooks"):
                 kept.append(group | {"hooks": handlers} if handlers != group.get("hooks") else group)
@@ -107,7 +114,10 @@ def install(path: Path, command: str) -> bool:
         raise typer.BadParameter(f"{path} is not JSON ({error}); fix or move it, then install again") from error
     if not isinstance(current, dict):
         raise typer.BadParameter(f"{path} does not hold a JSON object")
-    updated = merged(current, command)
+    try:
+        updated = merged(current, command)
+    except ValueError as error:
+        raise typer.BadParameter(f"{path}: {error}; fix it, then install again") from error
     if updated == current:
         return False
     write_atomically(path, (json.dumps(updated, indent=2) + "\n").encode())

@@ -93,3 +93,13 @@ def test_only_our_commands_are_ours() -> None:
     assert merged({}, "ctxbudget hook --tool claude") == merged(
         merged({}, "ctxbudget hook --tool claude"), "ctxbudget hook --tool claude"
     )
+
+
+def test_a_config_not_in_the_tools_shape_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    for text in ('{"hooks": {"Stop": "notify"}}', "{not json", '{"hooks": []}'):
+        path.write_text(text)
+        result = CliRunner().invoke(app, ["hooks", "install", "--tool", "claude"], env={"HOME": str(tmp_path / "home")})
+        assert result.exit_code == 2
+        assert path.read_text() == text
