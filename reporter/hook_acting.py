@@ -21,6 +21,8 @@ from reporter import hook_memory
 from reporter.budget_api import ApiUnavailable, BudgetApi
 from reporter.hook_actions import (
     SESSION_START,
+    STOP,
+    USER_PROMPT_SUBMIT,
     Tool,
     additional_context,
     decide,
@@ -28,13 +30,13 @@ from reporter.hook_actions import (
     remember,
     thread_duty,
 )
-from reporter.hooks import HookInput
+from reporter.hooks import PRE_COMPACT, HookInput
 from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
 
 COMPACT_SOURCE = "compact"
 STARTUP_SOURCE = "startup"
-ACTING_EVENTS = frozenset({"Stop", "UserPromptSubmit", "PreCompact"})
+ACTING_EVENTS = frozenset({STOP, USER_PROMPT_SUBMIT, PRE_COMPACT})
 ANSWERED_EVENTS = ACTING_EVENTS | {SESSION_START}
 """The events a hook may answer; the others (PostCompact) are only reported."""
 
