@@ -36,8 +36,8 @@ from api.routes import (
 from api.security_headers import SecurityHeaders
 from api.services import KafkaServices, kafka_services
 from api.settings import ApiSettings, token_secret
-from streams.health import ClickHouseProbe, KafkaProbe
-from streams.settings import Settings
+from core.health import ClickHouseProbe, KafkaProbe
+from core.settings import Settings
 
 ServicesFactory = Callable[[], AbstractAsyncContextManager[KafkaServices]]
 

@@ -1,8 +1,7 @@
-"""`ctxbudget api` and `ctxbudget token`: serve the API on its own, and issue bearer tokens (api/tokens.py)."""
+"""`ctxbudget token`, and the operator token `ctxbudget run` and `ctxbudget api` save: bearer tokens (api/tokens.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from datetime import timedelta
@@ -13,7 +12,7 @@ import typer
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
-from streams.settings import Settings
+from core.settings import Settings
 
 OPERATOR_SUBJECT = "local-operator"
 OPERATOR_TOKEN_FILE = "operator-token"
@@ -59,26 +58,3 @@ def token(
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
-
-
-def run_api(settings: Settings, api: ApiSettings, save_token: bool) -> None:
-    """Topics and migrations in place, then the API on api.host:api.port until interrupted."""
-    from api.server import serve
-    from sinks.clickhouse import connect
-    from sinks.migrations import migrate
-    from streams.logs import configure_logging
-    from streams.topics import ensure_topics
-
-    configure_logging(settings.log_level, settings.log_format)
-    if save_token:
-        typer.echo(operator_token_line(settings, api))
-    client = connect(settings.clickhouse_url)
-    try:
-        migrate(client)
-        asyncio.run(ensure_topics(settings))
-        typer.echo(f"api: http://{api.host}:{api.port} (OpenAPI at /docs and /openapi.json)")
-        asyncio.run(serve(settings, client, api))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        client.close()

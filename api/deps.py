@@ -25,8 +25,8 @@ from api.services import KafkaServices
 from api.settings import ApiSettings
 from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
+from core.settings import Settings
 from schemas.base import MAX_ID_LENGTH
-from streams.settings import Settings
 
 
 @dataclass(frozen=True)

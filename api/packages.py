@@ -1,6 +1,6 @@
 """What the engine will make of a posted handoff package (spec 3.3), so the answer says it instead of a silent 202.
 
-The engine's own verdict (streams.engine.handoff.assess) run against the thread's current package as the thread
+The engine's own verdict (core.handoff.assess) run against the thread's current package as the thread
 book knows it: kept as sent, kept as a draft (ready without its summary), or dropped (older than the current
 package, or a step back in its lifecycle), with the engine's reason.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core import handoff
 from schemas import HandoffPackage, PackageStatus
-from streams.engine import handoff
 
 
 @dataclass(frozen=True)

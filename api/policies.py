@@ -7,8 +7,8 @@ This is what the engine's global policy table holds (the same records, the same 
 from __future__ import annotations
 
 from api.topic_reader import TopicTable
+from core.levels import policy_for
 from schemas import Codec, DecodeError, ThresholdPolicy
-from streams.engine.levels import policy_for
 
 POLICY_CODEC = Codec(ThresholdPolicy)
 

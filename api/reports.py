@@ -14,6 +14,11 @@ from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
+from core.action_lifecycle import still_owed
+from core.actions import actions_for_level
+from core.engine_config import EngineConfig
+from core.levels import classify_level, report_interval_seconds
+from core.precedence import Verdict
 from reporter.readings import snapshot_id as derived_snapshot_id
 from reporter.readings import snapshot_version
 from schemas import (
@@ -25,11 +30,6 @@ from schemas import (
 )
 from schemas.admission import version_refusal
 from schemas.base import Id, Version
-from streams.engine.action_lifecycle import still_owed
-from streams.engine.actions import actions_for_level
-from streams.engine.config import EngineConfig
-from streams.engine.levels import classify_level, report_interval_seconds
-from streams.engine.precedence import Verdict
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 SNAPSHOT_VERSION = "X-Snapshot-Version"

@@ -13,7 +13,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from api.app import create_app
 from api.settings import ApiSettings
-from streams.settings import Settings
+from core.settings import Settings
 
 SHUTDOWN_GRACE_SECONDS = 5
 MAX_CONNECTIONS = 1_000

@@ -14,7 +14,7 @@ from api.publisher import KafkaPublisher, Publisher
 from api.settings import ApiSettings
 from api.thread_book import ThreadBook
 from api.topic_reader import TopicTable, open_reader, topic_partitions
-from streams.settings import Settings
+from core.settings import Settings
 
 
 @dataclass(frozen=True)

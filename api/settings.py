@@ -7,7 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.bodies import BODY_TIMEOUT_SECONDS
 from api.tokens import load_or_create_secret
-from streams.settings import Settings
+from core.settings import Settings
 
 DEFAULT_PORT = 8080
 

@@ -31,7 +31,7 @@ def sql(
 ) -> None:
     """Run a read-only SQL query on the running pipeline's ClickHouse (operator token)."""
     from api.cli import operator_token
-    from streams.settings import Settings
+    from core.settings import Settings
 
     api = ApiSettings()
     url = api_url or f"http://{api.host}:{api.port}"

@@ -29,13 +29,13 @@ from api.settings import ApiSettings
 from api.thread_book import ThreadBook
 from api.tokens import Role, issue_token
 from bench.measure import api_process, percentile
+from core.settings import Settings
 from schemas import ContextBudgetIndicator, ConversationItem
 from sinks.batcher import Batcher
 from sinks.clickhouse import connect
 from sinks.migrations import migrate
 from sinks.tables import ROUTES
 from sinks.writer import write_batch
-from streams.settings import Settings
 from tests.samples import SPEC_REPORT_REQUEST, dumps
 
 SECRET = b"bench-secret-bench-secret-bench-secret"

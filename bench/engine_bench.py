@@ -55,17 +55,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.cli import operator_token
 from bench.measure import percentile
+from core.engine_config import EngineConfig
+from core.levels import classify_level
+from core.settings import Settings
 from schemas import Conversation, ConversationType, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.engine.batch import SLOT_CODEC, SNAPSHOT_CODEC, _decode, process_batch
-from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
-from streams.engine.levels import classify_level
 from streams.local_kafka import free_port
-from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate, produce
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 BATCH = 2000
 LATENCY_RATE = 500.0

@@ -25,9 +25,9 @@ from collections.abc import AsyncIterator
 
 import faust
 
+from core.settings import Settings
 from streams.app import Worker, create_app
 from streams.runtime import RAW, Runtime
-from streams.settings import Settings
 from streams.take_ahead import take_ahead
 
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 
+from core.settings import Settings
 from streams.local_kafka import free_port
-from streams.settings import Settings
 
 
 def percentile(values: list[float], q: float) -> float:

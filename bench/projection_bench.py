@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from random import Random
 
+from core.profiles import ProfileSet
 from schemas import SESSION_EVENT_ADAPTER, Codec, TriggerMode
 from schemas.projection import ProjectionState
 from schemas.session_events import (
@@ -27,7 +28,6 @@ from schemas.session_events import (
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import CL100K_BASE, TokenEstimator
 from streams.projection.fold import fold
-from streams.projection.profiles import ProfileSet
 
 _EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
 _STATE_CODEC = Codec(ProjectionState)

@@ -17,11 +17,11 @@ import time
 from collections import Counter
 from datetime import timedelta
 
+from core.actions import actions_for_level
+from core.levels import classify_level
+from core.topics import THREAD_STATE
 from schemas import Codec, Conversation, ConversationType, ThreadState
 from schemas.projects import ProjectState
-from streams.engine.actions import actions_for_level
-from streams.engine.batch import THREAD_STATE
-from streams.engine.levels import classify_level
 from streams.projects.batch import CONVERSATIONS, PROJECT_CODEC
 from streams.projects.config import ProjectsConfig
 from streams.projects.risk import apply_thread_state

@@ -25,10 +25,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from api.cli import operator_token
 from bench.measure import api_process, percentile
+from core.settings import Settings
 from schemas import ContextBudgetIndicator, ConversationContextIndicatorUpdated
 from schemas.codec import encode_record
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 
 class Tally:

@@ -22,6 +22,7 @@ from typing import Annotated
 
 import typer
 
+from core.settings import Settings
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.budget_api import BudgetApi
 from reporter.claude_code import ClaudeCodeProfile
@@ -35,7 +36,6 @@ from reporter.readings import Identity, Reading, to_snapshot
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
-from streams.settings import Settings
 
 STATUSLINE_DRAIN_SECONDS = 1.0
 HOOK_STATE = "hooks-state.json"

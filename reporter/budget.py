@@ -1,7 +1,7 @@
 """Codex's token usage as the reporter sees it: which tokens occupy the window, and the two percents of them.
 
 - `percent_remaining`: the percent Codex itself displays, so a user sees the same number there and here: the
-  projection's Codex profile (`streams.projection.profiles.CodexProfile.shown_pct`, Codex's
+  projection's Codex profile (`core.profiles.CodexProfile.shown_pct`, Codex's
   `percent_of_context_window_remaining`) with the rounding of the Codex version in use.
 - `budget_pct`: what a snapshot reports as `context_budget_remaining_pct`: room left before Codex's auto-compaction
   over the usable span (the same profile's `remaining_pct`), the spec's "safe room before compaction".
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from streams.projection.profiles import CODEX_BASELINE_TOKENS
-from streams.projection.profiles import CodexProfile as ProjectionCodexProfile
+from core.profiles import CODEX_BASELINE_TOKENS
+from core.profiles import CodexProfile as ProjectionCodexProfile
 
 BASELINE_TOKENS = CODEX_BASELINE_TOKENS
 """Codex's fixed system prompt + tool overhead, taken out of both the used tokens and the window."""

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from core.engine_config import REPORT_INTERVAL_SECONDS
+from core.levels import SEVERITY
 from reporter.readings import MAX_RESEND, Reading, snapshot_version
 from schemas import ContextBudgetLevel, SourceKind
-from streams.engine.config import REPORT_INTERVAL_SECONDS
-from streams.engine.levels import SEVERITY
 
 DEFAULT_IDLE_AFTER = timedelta(minutes=30)
 

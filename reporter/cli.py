@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from core.settings import Settings
 from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
@@ -24,7 +25,6 @@ from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
 from reporter.sink import Sink
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
-from streams.settings import Settings
 
 
 class Source(StrEnum):

@@ -31,10 +31,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from core.actions import WRAP_UP_ACTIONS
+from core.handoff import ready_for_cycle
 from reporter.hooks import PRE_COMPACT, HookInput
 from schemas import HandoffPackage, MasterActionItem, PackageStatus
-from streams.engine.actions import WRAP_UP_ACTIONS
-from streams.engine.handoff import ready_for_cycle
 
 STOP = "Stop"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"

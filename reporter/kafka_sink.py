@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from core.topics import SESSION_EVENTS, SNAPSHOTS
 from reporter.sink import DeliveryError
 from schemas import SessionEvent, ThreadContextSnapshot
 from schemas.codec import encode_record
-from streams.engine.batch import SESSION_EVENTS, SNAPSHOTS
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.levels import classify_level
 from reporter.budget import CodexProfile, TokenUsage
 from schemas import CompactionCompleted, ContextBudgetLevel, SourceKind, ThreadContextSnapshot, TriggerMode
 from schemas.admission import RESEND_BITS  # re-sends one reading's version tells apart; the receivers bound it too
-from streams.engine.levels import classify_level
 
 log = logging.getLogger(__name__)
 

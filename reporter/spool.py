@@ -13,7 +13,7 @@ directory) when its dead frames outweigh the live ones, so it stays within about
 
 Nothing twice. A record leaves the spool only after the sink confirmed it. A crash between the confirmation and the
 GONE frame sends that record again after the restart: the very same snapshot, with the same `snapshot_id`,
-`snapshot_version` and `captured_at`, which the engine drops as not newer (`streams.engine.precedence`). That is the
+`snapshot_version` and `captured_at`, which the engine drops as not newer (`core.precedence`). That is the
 whole "nothing sent twice" guarantee: at-least-once delivery of records that are idempotent at the receiver.
 
 Bounds. At most `max_records` records and `max_bytes` of snapshot JSON. When an append would exceed either, the spool

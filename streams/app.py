@@ -12,10 +12,10 @@ from typing import Any
 
 import faust
 
+from core.settings import Settings
+from core.topics import MAX_MESSAGE_BYTES, compacted_topics
 from streams import faust_delivery, faust_fixes
-from streams.settings import Settings
 from streams.stacks import task_stacks
-from streams.topics import MAX_MESSAGE_BYTES, compacted_topics
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -32,7 +32,7 @@ def create_app(settings: Settings) -> faust.App:
         store="memory://",
         topic_partitions=settings.topic_partitions,
         topic_replication_factor=settings.topic_replication_factor,
-        # Our own topics are created with explicit configs by streams.topics before the worker starts; Faust still
+        # Our own topics are created with explicit configs by core.topics before the worker starts; Faust still
         # declares its internal ones (table changelogs, the assignor's leader topic).
         topic_allow_declare=True,
         # Faust's 60 s default makes every group join slow on one broker; 10 s still tolerates a GC pause.

@@ -9,15 +9,17 @@ import typer
 
 from api.cli import token
 from api.sql_cli import sql
+from core.settings import Settings
 from reporter.agent_commands import hook, statusline
 from reporter.cli import report
 from reporter.handoff_commands import handoff_app
 from reporter.hook_install import hooks_app
-from streams.settings import Settings
 
 if TYPE_CHECKING:
     import faust
     from clickhouse_connect.driver.client import Client
+
+    from api.settings import ApiSettings
 
 app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
@@ -133,11 +135,11 @@ def run(
 def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None) -> None:
     import asyncio
 
+    from core.logs import logging_config
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
     from streams.app import Worker
-    from streams.logs import logging_config
     from streams.topic_admin import create, declared_topics, topology_tables
     from streams.topology import build
 
@@ -252,7 +254,7 @@ def simulate(
     from datetime import UTC, datetime
 
     from streams.simulator import SimulationConfig, live_traffic, produce
-    from streams.topics import ensure_topics
+    from streams.topic_admin import ensure_topics
 
     settings = _with_broker(Settings())
     config = SimulationConfig(
@@ -283,12 +285,37 @@ def api(
 
     With embedded chdb only one process may open the database: use it when the pipeline runs elsewhere.
     """
-    from api.cli import run_api
     from api.settings import ApiSettings
 
     settings = _with_broker(Settings())
     overrides = {name: value for name, value in (("host", host), ("port", port)) if value is not None}
-    run_api(settings, ApiSettings(**overrides), operator_token)
+    _run_api(settings, ApiSettings(**overrides), operator_token)
+
+
+def _run_api(settings: Settings, api: ApiSettings, save_token: bool) -> None:
+    """Topics and migrations in place, then the API on api.host:api.port until interrupted."""
+    import asyncio
+
+    from api.cli import operator_token_line
+    from api.server import serve
+    from core.logs import configure_logging
+    from sinks.clickhouse import connect
+    from sinks.migrations import migrate
+    from streams.topic_admin import ensure_topics
+
+    configure_logging(settings.log_level, settings.log_format)
+    if save_token:
+        typer.echo(operator_token_line(settings, api))
+    client = connect(settings.clickhouse_url)
+    try:
+        migrate(client)
+        asyncio.run(ensure_topics(settings))
+        typer.echo(f"api: http://{api.host}:{api.port} (OpenAPI at /docs and /openapi.json)")
+        asyncio.run(serve(settings, client, api))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
 
 
 @topics_app.command("create")

@@ -89,7 +89,6 @@ SINK_INSERT_SECONDS = Histogram(
 )
 SINK_RETRIES = Counter("ctxbudget_sink_retries", "ClickHouse calls retried after a failure.")
 SINK_PENDING = Gauge("ctxbudget_sink_pending_records", "Records the sink holds, not yet written.", ["topic"])
-CLICKHOUSE_UP = Gauge("ctxbudget_clickhouse_up", "1 when ClickHouse answered the last readiness probe, else 0.")
 
 
 # -- folds -----------------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Faust starts its web server before the consumer and the table recovery, so `/healthz` answers from the start and
 `/readyz` says why the worker is not ready yet: Kafka unreachable, no partitions assigned, a rebalance or table
 recovery under way, or ClickHouse unreachable (checked only when the worker writes to ClickHouse). Kafka is probed
-every second by a task of the worker too, which gives the log an outage's first and last lines (streams/logs.py).
+every second by a task of the worker too, which gives the log an outage's first and last lines (core/logs.py).
 
 `/healthz` fails only when a rebalance is stuck (`RebalanceWatch`: no progress for `stuck_rebalance_seconds`); the
 worker then logs, once, what the rebalance waits for. A supervisor that restarts a worker failing /healthz ends it,
@@ -22,9 +22,9 @@ import faust
 from faust.types import TP
 from faust.web import Request, Response, View
 
-from streams.health import ClickHouseProbe, KafkaProbe, Readiness, RebalanceWatch, metrics_text
+from core.health import ClickHouseProbe, KafkaProbe, Readiness, RebalanceWatch, metrics_text
+from core.settings import Settings
 from streams.metrics import observe_lag, partition_lag
-from streams.settings import Settings
 from streams.stacks import task_stacks
 
 LAG_SAMPLE_SECONDS = 5.0

@@ -38,14 +38,14 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.types import TP
 
+from core.settings import Settings
+from core.topics import compacted_topics
 from schemas.codec import encode_record
 from streams import faust_fixes, metrics
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
 from streams.produce import partition_of, produce
 from streams.sequencer import Admit, Sequencer, Survey
-from streams.settings import Settings
 from streams.take_ahead import take_ahead
-from streams.topics import compacted_topics
 
 S = TypeVar("S")
 SURVEY_RECORDS = 5000

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from aiokafka import AIOKafkaProducer
 
+from core.levels import classify_level  # workers report with the spec's default thresholds
+from core.topics import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
 from schemas import (
     SESSION_EVENT_ADAPTER,
     Codec,
@@ -38,8 +40,6 @@ from schemas import (
     WorkFact,
     WorkFactChanged,
 )
-from streams.engine.batch import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
-from streams.engine.levels import classify_level  # workers report with the spec's default thresholds
 from streams.projects.batch import CONVERSATIONS
 
 RecordKind = Literal["valid", "duplicate", "late", "invalid"]

@@ -23,9 +23,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Group
 from rich.table import Table
 
+from core.settings import Settings
+from core.topics import THREAD_STATE
 from sinks.tables import ROUTES
-from streams.engine.batch import THREAD_STATE
-from streams.settings import Settings
 
 READ_TIMEOUT_MS = 1_000
 

@@ -1,20 +1,23 @@
 """`ctxbudget topics create|describe`: every topic of the topology with its declared shape, and the drift from it.
 
-Declared = the topics of `streams.topics.TOPICS` plus the changelog of every table the topology registers (Faust
+Declared = the topics of `core.topics.TOPICS` plus the changelog of every table the topology registers (Faust
 names them `<faust_app_id>-<table>-changelog`; compacted, one partition per input partition). `create` makes the missing
-ones and never alters an existing topic: what differs is reported as drift for an operator to decide.
+ones and never alters an existing topic: what differs is reported as drift for an operator to decide. `ensure_topics`
+creates the declared topics that are missing, for the processes that start before the worker.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-from streams.settings import Settings
-from streams.topics import TOPICS, create_missing
+from core.settings import Settings
+from core.topics import TOPICS, TopicSpec
 
 CHANGELOG_CONFIGS = {"cleanup.policy": "compact"}
 """What Faust itself declares for a table changelog: the latest value per key is the table."""
@@ -121,3 +124,39 @@ async def create(settings: Settings, declared: Sequence[TopicShape]) -> list[str
         return await create_missing(admin, wanted)
     finally:
         await admin.close()
+
+
+async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec] = TOPICS) -> list[str]:
+    """Create the declared topics that do not exist yet; return the names created (empty when all existed)."""
+    wanted = [
+        NewTopic(
+            settings.topic(spec.name),
+            num_partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+            topic_configs=spec.configs(),
+        )
+        for spec in specs
+    ]
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        return await create_missing(admin, wanted)
+    finally:
+        await admin.close()
+
+
+async def create_missing(admin: AIOKafkaAdminClient, wanted: Iterable[NewTopic]) -> list[str]:
+    """Create those of `wanted` that do not exist; return their names (empty: nothing to do)."""
+    existing = set(await admin.list_topics())
+    missing = [topic for topic in wanted if topic.name not in existing]
+    if missing:
+        response = await admin.create_topics(missing)
+        for topic, code, *message in response.topic_errors:
+            # Another process creating the same topic at the same moment is fine: the topic exists.
+            if code and for_code(code) is not TopicAlreadyExistsError:
+                raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+    return [topic.name for topic in missing]
+
+
+def ensure_topics_sync(settings: Settings) -> list[str]:
+    return asyncio.run(ensure_topics(settings))

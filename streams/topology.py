@@ -48,28 +48,20 @@ from datetime import UTC, datetime, timedelta
 import faust
 from clickhouse_connect.driver.client import Client
 
+from core.engine_config import EngineConfig
+from core.health import ClickHouseProbe
+from core.profiles import ProfileSet
+from core.settings import Settings
+from core.topics import ALERT_COMMANDS_BY_THREAD, HANDOFF_PACKAGES, MASTER_ACTION_COMMANDS, SESSION_EVENTS, SNAPSHOTS
 from schemas import Codec, DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
 from streams import metrics, observability
 from streams.app import create_app
 from streams.batching import Emit, InputMessage, dead_letter
-from streams.engine.batch import (
-    ALERT_COMMAND_CODEC,
-    ALERT_COMMANDS_BY_THREAD,
-    HANDOFF_PACKAGES,
-    MASTER_ACTION_COMMANDS,
-    SESSION_EVENTS,
-    SLOT_CODEC,
-    SNAPSHOTS,
-    process_batch,
-    tick_all,
-)
-from streams.engine.config import EngineConfig
-from streams.health import ClickHouseProbe
+from streams.engine.batch import ALERT_COMMAND_CODEC, SLOT_CODEC, process_batch, tick_all
 from streams.projection.batch import PROJECTION_INPUTS, Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.projection.profiles import ProfileSet
 from streams.projects.batch import (
     INDICATOR_CODEC,
     INDICATOR_INPUTS,
@@ -84,7 +76,6 @@ from streams.projects.batch import (
 )
 from streams.projects.config import ProjectsConfig
 from streams.runtime import RAW, OrderedIntake, Runtime
-from streams.settings import Settings
 from streams.sink_agents import ClickHouseSink
 
 ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD, MASTER_ACTION_COMMANDS)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from streams.settings import Settings
+from core.settings import Settings
 
 
 def _docker_answers() -> bool:

@@ -1,6 +1,6 @@
 """`/healthz`, `/readyz`, `/metrics` of the API: public, outside the versioned API, like the worker's.
 
-Ready = the Kafka side started (the app's lifespan set its context), the broker answers its probe (streams/health.py)
+Ready = the Kafka side started (the app's lifespan set its context), the broker answers its probe (core/health.py)
 and ClickHouse answers its.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from streams.health import ClickHouseProbe, KafkaProbe, Readiness, metrics_text
+from core.health import ClickHouseProbe, KafkaProbe, Readiness, metrics_text
 
 router = APIRouter(tags=["operations"], include_in_schema=False)
 

@@ -10,6 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from core.engine_config import EngineConfig
+from core.levels import policy_for
+from core.precedence import Verdict
+from core.topics import (
+    ALERT_COMMANDS_BY_THREAD,
+    HANDOFF_PACKAGES,
+    MASTER_ACTION_COMMANDS,
+    SESSION_EVENTS,
+    SNAPSHOT_VERDICTS,
+    SNAPSHOTS,
+    THREAD_STATE,
+)
 from schemas import (
     SESSION_EVENT_ADAPTER,
     AlertCommand,
@@ -25,7 +37,6 @@ from schemas import (
 )
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
 from streams.batching import BatchResult, InputMessage, dead_letter
-from streams.engine.config import EngineConfig
 from streams.engine.fold import (
     Emit,
     Step,
@@ -39,16 +50,6 @@ from streams.engine.fold import (
     refusal,
     tick,
 )
-from streams.engine.levels import policy_for
-from streams.engine.precedence import Verdict
-
-SNAPSHOTS = "snapshots"
-SESSION_EVENTS = "session-events"
-HANDOFF_PACKAGES = "handoff-packages"
-ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
-MASTER_ACTION_COMMANDS = "master-action-commands"
-THREAD_STATE = "thread-state"
-SNAPSHOT_VERDICTS = "snapshot-verdicts"
 
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)

@@ -16,6 +16,11 @@ from datetime import datetime, timedelta
 
 from pydantic import Field
 
+from core import action_lifecycle, handoff
+from core.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
+from core.engine_config import EngineConfig
+from core.levels import classify_level, report_interval_seconds
+from core.precedence import Verdict, judge, record_mark
 from schemas import (
     AlertCommand,
     AlertType,
@@ -38,11 +43,7 @@ from schemas import (
 from schemas.admission import captured_at_refusal, version_refusal
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
-from streams.engine import action_lifecycle, alerts, handoff
-from streams.engine.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
-from streams.engine.config import EngineConfig
-from streams.engine.levels import classify_level, report_interval_seconds
-from streams.engine.precedence import Verdict, judge, record_mark
+from streams.engine import alerts
 
 CONTEXT_EVENTS = "context-events"
 ALERTS = "alerts"

@@ -16,6 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from core import handoff
+from core.levels import policy_for
+from core.profiles import ProfileSet
+from core.topics import SESSION_EVENTS, SNAPSHOTS, THREAD_STATE
 from schemas import (
     CompactionCompleted,
     CompactionFinished,
@@ -35,14 +39,11 @@ from schemas.projection import BudgetReading, ProjectionState, ThreadProjection
 from schemas.session_events import SessionEvent
 from schemas.state import ThreadState
 from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
-from streams.engine import handoff
-from streams.engine.batch import EVENT_CODEC, SESSION_EVENTS, SNAPSHOTS, THREAD_STATE
+from streams.engine.batch import EVENT_CODEC
 from streams.engine.fold import MASTER_ACTIONS
-from streams.engine.levels import policy_for
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
-from streams.projection.profiles import ProfileSet
 
 COMPACTIONS = "compactions"
 THREAD_PROJECTIONS = "thread-projections"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from core.levels import classify_level
+from core.profiles import ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
 from schemas.base import MAX_TOKENS
 from schemas.projection import (
@@ -43,11 +45,9 @@ from schemas.session_events import (
     ToolResultAdded,
     UsageSample,
 )
-from streams.engine.levels import classify_level
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import Estimate
 from streams.projection.forecast import forecast, observe_addition, observe_turn
-from streams.projection.profiles import ProfileSet, window_tokens
 
 MESSAGE_SECTION_KEYS = frozenset({"messages", "handoff"})
 """Manifest sections (seed 000 5.2) that message events and compaction summaries already carry into the surface."""

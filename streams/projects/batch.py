@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from core.topics import THREAD_STATE
 from schemas import Codec, Conversation, ThreadState
 from schemas.projects import (
     ConversationIndicatorState,
@@ -22,7 +23,6 @@ from schemas.projects import (
     ThreadRoutes,
 )
 from streams.batching import DEADLETTER, BatchResult, InputMessage, fold_records
-from streams.engine.batch import THREAD_STATE
 from streams.projects import indicators, risk, routes
 from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import (

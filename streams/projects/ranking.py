@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from core.levels import SEVERITY
 from schemas import ContextBudgetLevel, WorkFact
 from schemas.projects import LiveThread
-from streams.engine.levels import SEVERITY
 from streams.projects.resolution import expected_minute, ring_percent
 
 TIE_BREAK_FACTS = (

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core import handoff
 from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
 from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadInProject, ThreadLeft
 from schemas.views import ThreadContextSummary
-from streams.engine import handoff
 from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
 from streams.projects.ranking import next_compaction_risk, rank

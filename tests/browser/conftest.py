@@ -21,8 +21,8 @@ from api.app import create_app
 from api.server import running
 from api.settings import ApiSettings
 from api.tokens import Role, issue_token
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from core.settings import Settings
+from streams.topic_admin import ensure_topics
 from tests.browser.scenario import World, build_world
 from tests.unit.api.fakes import SECRET
 

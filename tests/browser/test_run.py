@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import BrowserContext, expect
 
+from core.settings import Settings
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
 from streams.local_kafka import free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.browser.conftest import conversation_row, signed_in
 from tests.integration.pipeline import WorkerProcess, get_when_up, produce, until_listed
 from tests.unit.engine.builders import snapshot

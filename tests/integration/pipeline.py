@@ -21,10 +21,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
+from core.settings import Settings
 from schemas import Record
 from schemas.codec import encode_record
 from streams.local_kafka import free_port
-from streams.settings import Settings
 
 OUTPUT_TOPICS = (
     "thread-state",

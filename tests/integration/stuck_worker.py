@@ -15,10 +15,10 @@ from typing import Any
 from faust.tables.recovery import Recovery
 from mode import Service
 
+from core.logs import logging_config
+from core.settings import Settings
 from streams import observability
 from streams.app import Worker, create_app
-from streams.logs import logging_config
-from streams.settings import Settings
 
 
 class Stuck(Service):

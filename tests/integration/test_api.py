@@ -30,6 +30,9 @@ from api.settings import ApiSettings
 from api.thread_book import ThreadBook
 from api.tokens import Role
 from api.topic_reader import open_reader, topic_partitions
+from core.engine_config import EngineConfig
+from core.levels import classify_level
+from core.settings import Settings
 from schemas import (
     DEFAULT_POLICY,
     AlertCommand,
@@ -49,15 +52,12 @@ from sinks.batcher import Batcher
 from sinks.migrations import migrate
 from sinks.tables import ROUTES
 from sinks.writer import write_batch
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_handoff, apply_snapshot
-from streams.engine.levels import classify_level
 from streams.projects.config import ProjectsConfig
 from streams.projects.indicators import conversation_item
 from streams.projects.risk import apply_thread_state
 from streams.projects.routes import shown_thread
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.samples import HANDOFF_READY, SPEC_CONVERSATION_ITEM, SPEC_REPORT_REQUEST, dumps
 from tests.unit.api.fakes import SECRET, RecordingPublisher, bearer, make_app
 from tests.unit.engine.builders import package, snapshot

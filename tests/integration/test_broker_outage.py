@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from api.cli import operator_token
+from core.settings import Settings
 from streams.local_kafka import LocalKafka, free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import WorkerProcess, get_status, get_when_up
 from tests.samples import SPEC_REPORT_REQUEST, dumps
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from streams.local_kafka import free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import WorkerProcess, get_json, get_when_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]

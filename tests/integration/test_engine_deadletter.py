@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from core.settings import Settings
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, get_json, produce
 from tests.unit.engine.builders import snapshot
 from tests.unit.test_schemas_invalid import EVENT_CASES, SNAPSHOT_CASES

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from core.engine_config import EngineConfig
+from core.settings import Settings
 from streams.engine.batch import InputMessage, process_batch
-from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot
-from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, committed_offsets, committed_records, produce
 
 pytestmark = pytest.mark.kafka

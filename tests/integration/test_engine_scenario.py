@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from schemas import WorkFact
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, produce
 from tests.unit.engine.builders import package, snapshot, work_fact
 

@@ -23,12 +23,12 @@ import pytest
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
+from core.settings import Settings
 from reporter.hook_actions import HELD_NOTE
 from schemas import HandoffPackage, PackageStatus
 from schemas.codec import encode_record
 from streams.local_kafka import free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import WorkerProcess, get_json, get_when_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]

@@ -9,9 +9,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from core.settings import Settings
+from core.topics import TOPICS
 from schemas import Codec, ThreadContextSnapshot
-from streams.settings import Settings
-from streams.topics import TOPICS, ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.samples import SNAPSHOT, dumps
 
 pytestmark = pytest.mark.kafka

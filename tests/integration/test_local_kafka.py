@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from core.settings import Settings
 from streams.local_kafka import LocalKafka, LocalKafkaError, broker_answers
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.kafka
 

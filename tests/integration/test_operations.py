@@ -10,7 +10,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.settings import Settings
+from core.settings import Settings
 from streams.status import collect
 from streams.topic_admin import create, declared_topics, describe
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from schemas import ThresholdPolicy
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, committed_offsets, committed_records, produce
 from tests.unit.engine.builders import at, snapshot
 

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from core.settings import Settings
 from streams.produce import produce
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.kafka
 

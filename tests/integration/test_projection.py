@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from core.settings import Settings
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, produce
 from tests.unit.projection.builders import THREAD, completed, message, started, usage
 

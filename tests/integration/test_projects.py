@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from core.settings import Settings
 from schemas import Conversation, ConversationType, Record, ThreadState
 from schemas.codec import encode_record
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, produce
 from tests.unit.engine.builders import snapshot
 from tests.unit.projects.builders import Pipeline, conversation

@@ -20,6 +20,8 @@ from api.app import create_app
 from api.server import running
 from api.settings import ApiSettings
 from api.tokens import Role, issue_token
+from core.settings import Settings
+from core.topics import SESSION_EVENTS, SNAPSHOTS
 from reporter.cli import APP_SERVER_STATE
 from reporter.kafka_sink import KafkaSink
 from reporter.reporter import Reporter, run_app_server
@@ -27,9 +29,7 @@ from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, Codec, SessionEvent, ThreadContextSnapshot
 from sinks.migrations import migrate
-from streams.engine.batch import SESSION_EVENTS, SNAPSHOTS
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.unit.api.fakes import SECRET
 from tests.unit.reporter.conftest import FIXTURES
 from tests.unit.reporter.test_reporter import (

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.exceptions import OperationalError
 
+from core.engine_config import EngineConfig
+from core.topics import SNAPSHOTS
 from schemas import AlertStatus, Record
 from schemas.codec import encode_record
 from sinks import queries
@@ -27,8 +29,7 @@ from sinks.tables import (
 )
 from sinks.writer import Backoff, planned_ranges, record_plan, write_batch, write_flush
 from streams.batching import InputMessage
-from streams.engine.batch import SNAPSHOTS, process_batch
-from streams.engine.config import EngineConfig
+from streams.engine.batch import process_batch
 from tests.unit.engine.builders import at, snapshot
 from tests.unit.sinks.records import (
     compaction,

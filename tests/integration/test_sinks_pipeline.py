@@ -23,13 +23,14 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from core.settings import Settings
+from core.topics import TOPICS
 from schemas import DecodeError
 from sinks.rows import TableSpec
 from sinks.tables import ROUTES
 from sinks.writer import SINK_BATCHES
-from streams.settings import Settings
 from streams.simulator import SimRecord, SimulationConfig, generate
-from streams.topics import TOPICS, ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import WorkerProcess, committed_offsets, committed_records, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]

@@ -29,8 +29,8 @@ from api.services import KafkaServices
 from api.settings import ApiSettings, token_secret
 from api.thread_book import ThreadBook
 from api.tokens import Role
+from core.settings import Settings
 from sinks.migrations import migrate
-from streams.settings import Settings
 from tests.unit.api.fakes import RecordingPublisher, bearer
 
 pytestmark = pytest.mark.clickhouse

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.settings import Settings
+from core.settings import Settings
 from tests.integration.pipeline import WorkerProcess, get_status
 
 pytestmark = pytest.mark.kafka

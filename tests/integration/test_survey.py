@@ -6,9 +6,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
+from core.settings import Settings
 from streams.runtime import survey_offsets
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.kafka
 

@@ -10,10 +10,10 @@ from typing import Any
 from faust.types import TP
 from intervaltree import IntervalTree
 
+from core.settings import Settings
+from core.topics import compacted_topics
 from streams import faust_fixes
 from streams.faust_fixes import _add_gap, _new_offset
-from streams.settings import Settings
-from streams.topics import compacted_topics
 
 EVENTS = TP("ctx.snapshots", 0)
 STATES = TP("ctx.thread-state", 0)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.settings import Settings
+from core.settings import Settings
 
 
 def test_environment_overrides_with_ctxbudget_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from faust.types import TP
 
+from core.settings import Settings
 from schemas import DeadLetter
 from schemas.codec import encode_record
 from streams.batching import Emit
 from streams.faust_fixes import track_progress
 from streams.runtime import Runtime
-from streams.settings import Settings
 from streams.topology import build
 from tests.unit.engine.builders import ack
 

@@ -18,7 +18,7 @@ from api.services import KafkaServices
 from api.settings import ApiSettings
 from api.thread_book import ThreadBook
 from api.tokens import Role, issue_token
-from streams.settings import Settings
+from core.settings import Settings
 
 SECRET = b"unit-test-secret-of-at-least-32-bytes!!"
 PREFIX = "ctx."

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from api.thread_book import ThreadBook
 from api.tokens import Role
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, HandoffPackage, SourceKind
 from schemas.codec import encode_record
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_handoff, apply_snapshot
 from tests.samples import HANDOFF_READY, SPEC_REPORT_REQUEST, dumps
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app

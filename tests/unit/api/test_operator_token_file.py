@@ -12,7 +12,7 @@ import jwt
 from api.cli import operator_token_line, save_operator_token
 from api.settings import ApiSettings
 from api.tokens import Role, verify_token
-from streams.settings import Settings
+from core.settings import Settings
 
 SECRET = "k" * 40
 JWT = re.compile(r"eyJ[\w-]+\.[\w-]+\.[\w-]+")

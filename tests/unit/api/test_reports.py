@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, KnownActions, report_answer, snapshot_of
+from core.actions import actions_for_level
+from core.engine_config import REPORT_INTERVAL_SECONDS
+from core.levels import classify_level
 from schemas import DEFAULT_POLICY, MasterAction, MasterActionItem, ThresholdPolicy, WorkerReportRequest
-from streams.engine.actions import actions_for_level
-from streams.engine.config import REPORT_INTERVAL_SECONDS
-from streams.engine.levels import classify_level
 from tests.samples import SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE, dumps
 
 REPORT = WorkerReportRequest.model_validate_json(dumps(SPEC_REPORT_REQUEST))

@@ -13,9 +13,9 @@ from api.publisher import RETRY_AFTER_SECONDS
 from api.settings import ApiSettings
 from api.thread_book import ThreadBook
 from api.tokens import Role
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, Codec, ThreadContextSnapshot, ThresholdPolicy
 from schemas.codec import encode_record
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_handoff, apply_snapshot
 from tests.samples import SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE, dumps
 from tests.unit.api.fakes import PREFIX, RecordingPublisher, bearer, make_app

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
+from core.levels import classify_level
 from schemas import (
     AlertCommand,
     CompactionStarted,
@@ -16,7 +17,6 @@ from schemas import (
     WorkFact,
     WorkFactChanged,
 )
-from streams.engine.levels import classify_level
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 _versions = count(1)

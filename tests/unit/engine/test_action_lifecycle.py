@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from core.engine_config import EngineConfig
+from core.topics import MASTER_ACTION_COMMANDS
 from schemas import DEFAULT_POLICY, MasterAction, MasterActionRecord, ThreadMasterActionIssued
 from streams.batching import InputMessage
-from streams.engine.batch import MASTER_ACTION_COMMANDS, process_batch
-from streams.engine.config import EngineConfig
+from streams.engine.batch import process_batch
 from streams.engine.fold import apply_action_command, apply_handoff
 from tests.unit.engine.builders import action_command, at, package
 from tests.unit.engine.test_fold import Thread

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, WorkFact
 from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.engine.batch import process_batch
-from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot, apply_snapshot
 from tests.unit.engine.builders import T0, package, snapshot, work_fact
 

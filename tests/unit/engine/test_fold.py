@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import handoff
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, AlertStatus, ContextAlert, MasterAction, WorkFact
-from streams.engine import handoff
-from streams.engine.config import EngineConfig
 from streams.engine.fold import (
     Emit,
     Step,

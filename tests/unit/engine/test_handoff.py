@@ -1,9 +1,9 @@
-"""The one readiness definition (streams.engine.handoff): what the engine, the API and the reporter all call."""
+"""The one readiness definition (core.handoff): what the engine, the API and the reporter all call."""
 
 from __future__ import annotations
 
+from core.handoff import Assessment, assess, ready_for_cycle
 from schemas import PackageStatus
-from streams.engine.handoff import Assessment, assess, ready_for_cycle
 from tests.unit.engine.builders import at, package
 
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.engine_config import EngineConfig
+from core.levels import SEVERITY, classify_level, policy_for, report_interval_seconds
 from schemas import DEFAULT_POLICY, ContextBudgetLevel, ThresholdPolicy
-from streams.engine.config import EngineConfig
-from streams.engine.levels import SEVERITY, classify_level, policy_for, report_interval_seconds
 
 L = ContextBudgetLevel
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.engine_config import EngineConfig
+from core.levels import DEFAULT_POLICY
+from core.precedence import Verdict
 from schemas import SourceKind
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_snapshot, tick
-from streams.engine.levels import DEFAULT_POLICY
-from streams.engine.precedence import Verdict
 from tests.unit.engine.builders import at, snapshot
 
 CONFIG = EngineConfig()

@@ -8,17 +8,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.engine_config import EngineConfig
+from core.topics import HANDOFF_PACKAGES, MASTER_ACTION_COMMANDS, SESSION_EVENTS, SNAPSHOTS
 from schemas.codec import encode_record
 from streams.batching import BatchResult, InputMessage
-from streams.engine.batch import (
-    HANDOFF_PACKAGES,
-    MASTER_ACTION_COMMANDS,
-    SESSION_EVENTS,
-    SNAPSHOTS,
-    process_batch,
-    tick_all,
-)
-from streams.engine.config import EngineConfig
+from streams.engine.batch import process_batch, tick_all
 from streams.engine.fold import ThreadSlot
 from tests.unit.engine.builders import action_command, at, compaction_started, package, snapshot
 

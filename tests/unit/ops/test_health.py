@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Generator
 
-from streams.health import RebalanceWatch
+from core.health import RebalanceWatch
 from streams.stacks import task_stacks
 
 

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import socket
 
-from streams.health import KafkaProbe
-from streams.logs import KafkaOutageLog
+from core.health import KafkaProbe
+from core.logs import KafkaOutageLog
 
 
 class Clock:
@@ -48,7 +48,7 @@ def test_the_broker_coming_back_ends_the_outage_with_one_line_and_the_next_error
     assert _passed(outage, _record("Unable to update metadata from [1]"))
     clock.now = 5
     assert not _passed(outage, _record("Unable to update metadata from [1]"))
-    with caplog.at_level(logging.INFO, logger="streams.logs"):
+    with caplog.at_level(logging.INFO, logger="core.logs"):
         outage.reachable(True)
         outage.reachable(True)  # no news: no line
     assert [r.getMessage() for r in caplog.records] == [
@@ -61,7 +61,7 @@ def test_the_broker_coming_back_ends_the_outage_with_one_line_and_the_next_error
 def test_the_probe_noticing_first_says_so_once_and_holds_the_client_errors_back(caplog) -> None:
     clock = Clock()
     outage = KafkaOutageLog(remind_seconds=30, clock=clock)
-    with caplog.at_level(logging.INFO, logger="streams.logs"):
+    with caplog.at_level(logging.INFO, logger="core.logs"):
         outage.reachable(False)
         outage.reachable(False)
     assert [r.getMessage() for r in caplog.records] == ["Kafka unreachable: the pipeline waits for the broker"]

@@ -9,14 +9,14 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY
 
+from core.engine_config import EngineConfig
+from core.health import ClickHouseProbe
 from schemas.policy import DEFAULT_POLICY
 from sinks.batcher import Batch, Flush
 from sinks.rows import TableSpec
 from sinks.writer import Backoff
 from streams.batching import InputMessage, dead_letter
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_snapshot
-from streams.health import ClickHouseProbe
 from streams.metrics import (
     CountedBackoff,
     count_threads,

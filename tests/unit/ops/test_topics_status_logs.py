@@ -12,10 +12,10 @@ import orjson
 from fastapi.testclient import TestClient
 from rich.console import Console
 
+from core.health import ClickHouseProbe, KafkaProbe
+from core.logs import logging_config
+from core.settings import Settings
 from sinks.tables import ROUTES
-from streams.health import ClickHouseProbe, KafkaProbe
-from streams.logs import logging_config
-from streams.settings import Settings
 from streams.status import StatusReport, as_json, consumed_topics, count_stale, lag_rows, render, sink_backlog
 from streams.topic_admin import Drift, TopicShape, declared_topics, drift
 from tests.unit.api.fakes import RecordingPublisher, make_app

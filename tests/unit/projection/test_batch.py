@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from core.engine_config import EngineConfig
+from core.profiles import ProfileSet
+from core.topics import SESSION_EVENTS, THREAD_STATE
 from schemas import MasterAction, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from schemas.events import CompactionFinished, MasterActionRecord
 from schemas.policy import DEFAULT_POLICY
 from schemas.projection import ProjectionState
 from streams.batching import InputMessage
-from streams.engine.batch import SESSION_EVENTS, THREAD_STATE
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_handoff, apply_snapshot
 from streams.projection.batch import Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.projection.profiles import ProfileSet
 from tests.unit.engine.builders import at as engine_at
 from tests.unit.engine.builders import package, snapshot
 from tests.unit.projection.builders import T0, THREAD, at, compact_requested, completed, message, started, usage

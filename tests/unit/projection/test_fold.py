@@ -7,13 +7,13 @@ from functools import reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.profiles import ProfileSet
 from schemas import ContextBudgetLevel, ThresholdPolicy, TriggerMode
 from schemas.projection import ProjectionState
 from schemas.session_events import MemoryInjectionChanged, SessionEvent
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import UNCHANGED, ProjectionStep, fold
-from streams.projection.profiles import ProfileSet
 from tests.unit.projection.builders import (
     at,
     compact_requested,

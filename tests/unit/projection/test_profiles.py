@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.projection.profiles import ClaudeCodeProfile, CodexProfile, GenericProfile, ProfileSet, window_tokens
+from core.profiles import ClaudeCodeProfile, CodexProfile, GenericProfile, ProfileSet, window_tokens
 
 
 def codex_percent_left(used: int, window: int) -> float:

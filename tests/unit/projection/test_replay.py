@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.topics import SESSION_EVENTS
 from schemas.codec import encode_record
 from streams.batching import InputMessage
-from streams.engine.batch import SESSION_EVENTS
 from streams.projection.batch import projection_batch
 from tests.unit.projection.builders import T0, THREAD, at, compact_requested, completed, message, started, usage
 from tests.unit.projection.test_batch import PROJECTION

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from core.profiles import ProfileSet
 from schemas.projection import PROJECTION_STATE_VERSION, restore_state
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
-from streams.projection.profiles import ProfileSet
 from tests.unit.projection.builders import at, message, summary, usage
 
 

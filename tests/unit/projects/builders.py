@@ -9,14 +9,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.actions import actions_for_level
+from core.levels import classify_level
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.codec import encode_record
 from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
 from streams.batching import BatchResult, DecodedStates, InputMessage
-from streams.engine.actions import actions_for_level
-from streams.engine.levels import classify_level
 from streams.projects import indicators, risk, routes
 from streams.projects.batch import (
     INDICATOR_CODEC,

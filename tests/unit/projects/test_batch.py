@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.topics import THREAD_STATE
 from schemas import Conversation, ConversationType, DeadLetter, Record, ThreadState
 from streams.batching import DEADLETTER
-from streams.engine.batch import THREAD_STATE
 from streams.projects.batch import CONVERSATIONS
 from streams.projects.outputs import CONVERSATION_INDICATORS, PROJECT_RISK
 from tests.unit.projects.builders import CONFIG, Pipeline, Topics, at, conversation, thread_state

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
+from core.topics import THREAD_STATE
 from schemas import ConversationType, Record
 from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ShownThread, ThreadInProject, ThreadLeft
 from streams.batching import BatchResult, InputMessage
-from streams.engine.batch import THREAD_STATE
 from streams.projects import risk, routes
 from streams.projects.batch import (
     CONVERSATIONS,

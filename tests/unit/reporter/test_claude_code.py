@@ -198,10 +198,10 @@ def test_a_tool_result_the_tool_cut_short_is_truncated(tmp_path: Path) -> None:
 
 
 def test_the_projection_drops_at_the_real_compaction(tmp_path: Path) -> None:
+    from core.profiles import ProfileSet
     from streams.projection.config import ProjectionConfig
     from streams.projection.estimator import TokenEstimator
     from streams.projection.fold import fold
-    from streams.projection.profiles import ProfileSet
 
     state, projected = None, []
     for event in _events(tmp_path, AUTO, AUTO_SESSION):

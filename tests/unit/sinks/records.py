@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from core.engine_config import EngineConfig
+from core.profiles import ProfileSet
 from schemas import (
     DEFAULT_POLICY,
     CompactionStarted,
@@ -17,12 +19,10 @@ from schemas import (
 )
 from schemas.events import CompactionFinished
 from schemas.projection import ThreadProjection
-from streams.engine.config import EngineConfig
 from streams.engine.fold import ThreadSlot, apply_compaction_started, apply_handoff, apply_snapshot
 from streams.projection.batch import Projection, apply
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.projection.profiles import ProfileSet
 from tests.unit.engine.builders import at, package, snapshot
 from tests.unit.projection.builders import completed, manifest, started, usage
 

@@ -14,17 +14,23 @@ import contextlib
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from clickhouse_connect.driver.client import Client
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
-from streams.logs import KAFKA_OUTAGE
-from streams.metrics import CLICKHOUSE_UP
+from core.logs import KAFKA_OUTAGE
 
 PROBE_TIMEOUT_SECONDS = 1.0
 PROBE_CACHE_SECONDS = 2.0
 WATCH_SECONDS = 1.0
 """How often a process probes Kafka on its own, so an outage's first and last log lines come when it happens."""
+CLICKHOUSE_UP = Gauge("ctxbudget_clickhouse_up", "1 when ClickHouse answered the last readiness probe, else 0.")
+
+
+class Pingable(Protocol):
+    """A ClickHouse client as the probe uses it (clickhouse-connect's `Client`), so this module needs no driver."""
+
+    def ping(self, timeout: float | None = None) -> bool: ...
 
 
 class _CachedProbe:
@@ -66,7 +72,7 @@ class ClickHouseProbe(_CachedProbe):
         self.ping = ping
 
     @classmethod
-    def of(cls, client: Client) -> ClickHouseProbe:
+    def of(cls, client: Pingable) -> ClickHouseProbe:
         return cls(lambda: client.ping(timeout=PROBE_TIMEOUT_SECONDS))
 
     async def _probe(self) -> bool:

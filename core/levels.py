@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, DEFAULT_POLICY_PROJECT_ID, ContextBudgetLevel, ThresholdPolicy
-from streams.engine.config import EngineConfig
 
 SEVERITY: Mapping[ContextBudgetLevel, int] = {
     ContextBudgetLevel.SAFE: 0,

@@ -8,7 +8,7 @@ uvicorn (`log_config=`) and the CLI all take the same one.
 While the broker is away, aiokafka logs every failed connection, metadata request and coordinator lookup, thousands
 of lines a second: `KafkaOutageLog` (a filter on the handler) turns an outage into one line when it starts, a
 reminder every `remind_seconds` with the count held back, and one when the broker is back (`reachable`, told by the
-process's Kafka probe, streams/health.py).
+process's Kafka probe, core/health.py).
 """
 
 from __future__ import annotations
