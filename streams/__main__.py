@@ -1,3 +1,3 @@
-from streams.cli import main
+from ctxbudget.cli import main
 
 main()

@@ -1,4 +1,4 @@
-"""`ctxbudget`: the one command line of the project."""
+"""The pipeline's commands of `ctxbudget` (the `pipeline` extra); ctxbudget/cli.py, the entry, adds the worker's."""
 
 from __future__ import annotations
 
@@ -10,10 +10,6 @@ import typer
 from api.cli import token
 from api.sql_cli import sql
 from core.settings import Settings
-from reporter.agent_commands import hook, statusline
-from reporter.cli import report
-from reporter.handoff_commands import handoff_app
-from reporter.hook_install import hooks_app
 
 if TYPE_CHECKING:
     import faust
@@ -24,13 +20,8 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Context-budget stream pipeline.", no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), for development and tests.")
 app.add_typer(kafka_app, name="kafka")
-app.command("report")(report)
-app.command("statusline")(statusline)
-app.command("hook")(hook)
 app.command("token")(token)
 app.command("sql")(sql)
-app.add_typer(handoff_app, name="handoff")
-app.add_typer(hooks_app, name="hooks")
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
 app.add_typer(topics_app, name="topics")
 
@@ -372,7 +363,3 @@ def _with_broker(settings: Settings) -> Settings:
         typer.echo("error: no CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS and no local broker (`ctxbudget kafka up`)", err=True)
         raise typer.Exit(1)
     return settings.model_copy(update={"kafka_bootstrap_servers": bootstrap})
-
-
-def main() -> None:
-    sys.exit(app())

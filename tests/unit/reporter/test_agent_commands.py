@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ctxbudget.cli import app
 from schemas import SESSION_EVENT_ADAPTER, TriggerMode
 from schemas.session_events import CompactionCompleted, CompactionStarted
-from streams.cli import app
 from tests.unit.reporter.conftest import OK
 
 SESSION = "0f112eb4-a676-476d-8986-d6c78693cd5b"

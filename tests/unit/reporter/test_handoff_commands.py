@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner, Result
 
+from ctxbudget.cli import app
 from reporter.resume import resume_prompt
 from schemas import PackageStatus
-from streams.cli import app
 from tests.unit.reporter.budget_fake import FakeBudgetApi, sample_package
 
 

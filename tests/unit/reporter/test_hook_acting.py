@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from ctxbudget.cli import app
 from reporter.codex_rollouts import _FILE_THREAD_ID
 from reporter.hook_actions import HELD_NOTE
 from schemas import SESSION_EVENT_ADAPTER, MasterAction, PackageStatus
 from schemas.session_events import CompactionStarted
-from streams.cli import app
 from tests.unit.reporter.budget_fake import NOW, FakeBudgetApi, sample_package
 
 DATA = Path(__file__).parents[2] / "data"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ctxbudget.cli import app
 from reporter.hook_actions import Tool
 from reporter.hook_install import MATCHERS, Scope, config_path, hook_command, merged, ours
-from streams.cli import app
 
 USER_HOOKS = {
     "model": "opus",

@@ -1,0 +1,3 @@
+from ctxbudget.cli import main
+
+main()

@@ -1,0 +1,72 @@
+"""`ctxbudget`: the one command line. The worker's commands (the reporter's) run on the base install; the pipeline's
+(streams/cli.py: run, api, migrate, kafka, topics, ...) come with the `pipeline` extra, and without it the command line
+says which extra to install instead of failing on an import."""
+
+from __future__ import annotations
+
+import sys
+from importlib.util import find_spec
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from reporter.agent_commands import hook, statusline
+from reporter.cli import report
+from reporter.handoff_commands import handoff_app
+from reporter.hook_install import hooks_app
+
+PIPELINE_MODULES = ("faust", "chdb", "clickhouse_connect", "fastapi", "uvicorn")
+"""What the `pipeline` extra installs that the pipeline's commands import."""
+PIPELINE_INSTALL = "pip install 'ctxbudget[pipeline]'"
+
+
+def missing_pipeline_modules() -> list[str]:
+    return [name for name in PIPELINE_MODULES if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    if name in sys.modules:  # faust, once imported, is a lazy module without the __spec__ find_spec asks for
+        return sys.modules[name] is not None
+    return find_spec(name) is not None
+
+
+class WorkerCommands(TyperGroup):
+    """The commands of a base install. Any other name is a pipeline command (or a typo): the error names the extra."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and not ctx.resilient_parsing:
+            missing = ", ".join(missing_pipeline_modules())
+            ctx.fail(
+                f"no worker command {cmd_name!r}. The pipeline's commands (run, api, migrate, kafka, topics, ...) "
+                f"need the pipeline extra, not installed here ({missing} missing): {PIPELINE_INSTALL}"
+            )
+        return command
+
+
+def build_app() -> typer.Typer:
+    with_pipeline = not missing_pipeline_modules()
+    app = typer.Typer(
+        help="Context-budget stream pipeline and its worker reporter.",
+        no_args_is_help=True,
+        add_completion=False,
+        cls=TyperGroup if with_pipeline else WorkerCommands,
+    )
+    app.command("report")(report)
+    app.command("statusline")(statusline)
+    app.command("hook")(hook)
+    app.add_typer(handoff_app, name="handoff")
+    app.add_typer(hooks_app, name="hooks")
+    if with_pipeline:
+        from streams.cli import app as pipeline
+
+        app.add_typer(pipeline)  # no name: its commands and groups join these at the top level
+    return app
+
+
+app = build_app()
+
+
+def main() -> None:
+    sys.exit(app())
