@@ -7,9 +7,8 @@ from __future__ import annotations
 import sys
 from importlib.util import find_spec
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from reporter.agent_commands import hook, statusline
 from reporter.cli import report
@@ -34,7 +33,7 @@ def _importable(name: str) -> bool:
 class WorkerCommands(TyperGroup):
     """The commands of a base install. Any other name is a pipeline command (or a typo): the error names the extra."""
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
         command = super().get_command(ctx, cmd_name)
         if command is None and not ctx.resilient_parsing:
             missing = ", ".join(missing_pipeline_modules())
