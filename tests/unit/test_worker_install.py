@@ -74,7 +74,7 @@ def finished(*args: str) -> tuple[int, str]:
 def test_the_worker_commands_are_there_without_the_pipeline() -> None:
     code, output = finished("--help")
     assert code == 0, output
-    for command in ("report", "statusline", "hook"):
+    for command in ("report", "statusline", "hook", "handoff", "hooks"):
         assert command in output
     assert "migrate" not in output
     code, output = finished("report", "--help")
