@@ -43,7 +43,7 @@ class ThreadContextDetail(ThreadContextBudget):
         default_factory=list, description="`pending_master_actions` with their ids and states, to ack or complete."
     )
     latest_context_manifest: ContextManifest | None = None
-    compaction_history: CompactionHistory = Field(default_factory=CompactionHistory)
+    compaction_history: CompactionHistory = Field(default_factory=lambda: CompactionHistory(compaction_count=0))
     handoff_decision_package_id: str | None = Field(
         default=None, description="The latest package the engine demoted or rejected, while that verdict is current."
     )
