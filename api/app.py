@@ -15,6 +15,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.deps import ApiContext
+from api.mcp_server.mount import mount_mcp
 from api.openapi import add_body_schemas
 from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
 from api.routes import (
@@ -70,7 +71,8 @@ def create_app(
         try:
             async with start_services() as kafka:
                 app.state.context = ApiContext(settings, api, secret, clickhouse, kafka)
-                yield
+                async with mcp_sessions():
+                    yield
         finally:
             watch.cancel()
 
@@ -102,6 +104,7 @@ def create_app(
         health,
     ):
         app.include_router(module.router)
+    mcp_sessions = mount_mcp(app)
     app.add_exception_handler(KafkaUnavailable, _kafka_unavailable)
     app.add_middleware(SecurityHeaders)
     add_body_schemas(app)

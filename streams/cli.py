@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.cli import token
+from api.mcp_server.stdio import mcp
 from api.sql_cli import sql
 from core.settings import Settings
 
@@ -22,6 +23,7 @@ kafka_app = typer.Typer(help="The local Apache Kafka broker (KRaft, 127.0.0.1), 
 app.add_typer(kafka_app, name="kafka")
 app.command("token")(token)
 app.command("sql")(sql)
+app.command("mcp")(mcp)
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
 app.add_typer(topics_app, name="topics")
 

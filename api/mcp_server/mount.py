@@ -1,0 +1,73 @@
+"""`/mcp` in the API app: the MCP server over streamable HTTP, behind the API's own bearer check.
+
+A request without a valid token is answered 401 exactly as the API answers it (api.deps.caller), before MCP reads
+it. The tools then call the app itself through an in-process ASGI transport with the token of the MCP request they
+serve, so the API's roles and project isolation decide every answer. DNS-rebinding protection (a Host allowlist for
+unauthenticated localhost servers) is off: every request carries a bearer token a rebinding page cannot have, and the
+API is served behind whatever host name its deployment gives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+import httpx2
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.deps import caller
+from api.mcp_server.rest import RestApi
+from api.mcp_server.tools import build_server
+
+MCP_PATH = "/mcp"
+SELF_URL = "http://ctxbudget.internal"
+"""The base URL of the in-process transport (never resolved: requests go straight to the app)."""
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def mount_mcp(app: FastAPI) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """Serve MCP at `/mcp` of `app`; the context returned runs its sessions: enter it in the app's lifespan."""
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=SELF_URL)
+    server = build_server(RestApi(http, request_token))
+    transport = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    app.router.add_route(MCP_PATH, _BearerGate(transport, app), include_in_schema=False)
+
+    @contextlib.asynccontextmanager
+    async def running() -> AsyncIterator[None]:
+        async with http, server.session_manager.run():
+            yield
+
+    return running
+
+
+def request_token(context: Context | None) -> str | None:
+    """The bearer token of the HTTP request carrying this MCP message (the gate let only valid ones in)."""
+    headers = context.headers if context is not None else None
+    scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class _BearerGate:
+    def __init__(self, inner: ASGIApp, app: FastAPI) -> None:
+        self.inner = inner
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                await caller(self.app.state.context, await _bearer(Request(scope)))
+            except HTTPException as refused:
+                answer = JSONResponse({"detail": refused.detail}, refused.status_code, headers=refused.headers)
+                await answer(scope, receive, send)
+                return
+        await self.inner(scope, receive, send)
