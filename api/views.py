@@ -68,3 +68,9 @@ class ConsumeRequest(Record):
     """`POST /api/v1/handoff-packages/{id}/consume`: the relay thread that takes the work over."""
 
     to_thread_id: Id
+
+
+class HandoffRequest(Record):
+    """`POST /api/v1/threads/{id}/handoff-requests` (the body is optional): why the master asks, for the action."""
+
+    reason: ShortText = ""

@@ -22,6 +22,7 @@ from schemas import (
     MasterActionState,
     WrapUpChecklist,
 )
+from schemas.master_actions import REQUESTABLE_ACTIONS
 
 ENGINE = "engine"
 SATISFIED_BY_READY_PACKAGE = frozenset({MasterAction.PREPARE_HANDOFF})
@@ -103,6 +104,27 @@ def apply_command(
         moved = _moved(item, target, now)
         return [*items[:index], moved, *items[index + 1 :]], Change(moved, command.issued_by, command.command.value)
     return list(items), None
+
+
+def request(
+    items: Sequence[MasterActionItem], command: MasterActionCommand, level: ContextBudgetLevel, now: datetime
+) -> tuple[list[MasterActionItem], Change | None]:
+    """The items once the master asked for `command.action` now, issued under the command's id; None when it is not
+    requestable or already open in this cycle. A finished one of this cycle (done by a package that has since
+    expired or been consumed) gives way to the new request."""
+    action = command.action
+    if action is None or action not in REQUESTABLE_ACTIONS or any(i.action is action and i.open for i in items):
+        return list(items), None
+    item = MasterActionItem(
+        action_id=command.action_id,
+        action=action,
+        state=_State.ISSUED,
+        context_budget_level=level,
+        issued_at=now,
+        state_changed_at=now,
+    )
+    kept = [existing for existing in items if existing.action is not action]
+    return [*kept, item], Change(item, command.issued_by, command.note or "requested")
 
 
 def still_owed(

@@ -63,10 +63,12 @@ class MasterActionState(StrEnum):
 
 
 class MasterActionCommandKind(StrEnum):
-    """What a worker or the master says about an action: it has seen it (ack), or it did it (done)."""
+    """What a worker or the master says about an action: it has seen it (ack), or it did it (done); or the master
+    asks for one now (request: a handoff before the level would ask for it)."""
 
     ACK = "ack"
     DONE = "done"
+    REQUEST = "request"
 
 
 class MasterAction(StrEnum):

@@ -7,6 +7,9 @@ from pydantic import Field
 from schemas.base import Id, Record, ShortText, Timestamp
 from schemas.enums import ContextBudgetLevel, MasterAction, MasterActionCommandKind, MasterActionState
 
+REQUESTABLE_ACTIONS = frozenset({MasterAction.PREPARE_HANDOFF})
+"""What the master may ask for ahead of the level (the rest follow from the level alone)."""
+
 OPEN_ACTION_STATES = frozenset({MasterActionState.ISSUED, MasterActionState.ACKNOWLEDGED})
 
 
@@ -39,3 +42,4 @@ class MasterActionCommand(Record):
     issued_by: Id
     issued_at: Timestamp
     note: ShortText = ""
+    action: MasterAction | None = Field(default=None, description="For `request`: the action asked for.")

@@ -93,6 +93,9 @@ class ThreadState(Record):
     master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
         default_factory=list, description="The actions issued in this cycle that are still due, open or done."
     )
+    requested_actions: Annotated[list[MasterAction], Field(max_length=len(MasterAction))] = Field(
+        default_factory=list, description="Actions the master asked for in this cycle: due whatever the level."
+    )
     wrap_up_checklist: WrapUpChecklist = Field(
         default_factory=WrapUpChecklist,
         description="The current spec 8.3 checklist from the thread's facts and package (the thread page shows it).",

@@ -33,19 +33,30 @@ _bearer = HTTPBearer(auto_error=False)
 
 
 def mount_mcp(app: FastAPI) -> Callable[[], AbstractAsyncContextManager[None]]:
-    """Serve MCP at `/mcp` of `app`; the context returned runs its sessions: enter it in the app's lifespan."""
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=SELF_URL)
-    server = build_server(RestApi(http, request_token))
-    transport = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    app.router.add_route(MCP_PATH, _BearerGate(transport, app), include_in_schema=False)
+    """Serve MCP at `/mcp` of `app`; the context returned runs its sessions: enter it in the app's lifespan.
+
+    Each lifespan gets a server of its own (an MCP session manager runs once); a lifespan entered inside a running
+    one (a harness starting the same app twice) shares the running server."""
+    gate = _BearerGate(app)
+    app.router.add_route(MCP_PATH, gate, include_in_schema=False)
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        async with http, server.session_manager.run():
+        if gate.inner is not None:
             yield
+            return
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=SELF_URL) as http:
+            server = build_server(RestApi(http, request_token))
+            transport = server.streamable_http_app(
+                streamable_http_path=MCP_PATH,
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            async with server.session_manager.run():
+                gate.inner = transport
+                try:
+                    yield
+                finally:
+                    gate.inner = None
 
     return running
 
@@ -58,11 +69,15 @@ def request_token(context: Context | None) -> str | None:
 
 
 class _BearerGate:
-    def __init__(self, inner: ASGIApp, app: FastAPI) -> None:
-        self.inner = inner
+    def __init__(self, app: FastAPI) -> None:
         self.app = app
+        self.inner: ASGIApp | None = None
+        """The running lifespan's MCP transport."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.inner is None:
+            await JSONResponse({"detail": "the MCP server is not running"}, 503)(scope, receive, send)
+            return
         if scope["type"] == "http":
             try:
                 await caller(self.app.state.context, await _bearer(Request(scope)))

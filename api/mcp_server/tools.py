@@ -19,6 +19,7 @@ from pydantic import Field
 
 from api.mcp_server.rest import ApiRefused, RestApi, segment
 from schemas import AlertStatus, MasterActionState
+from schemas.base import MAX_SHORT_TEXT_LENGTH
 
 PROJECT_URI = "ctxbudget://projects/{project_id}"
 THREAD_URI = "ctxbudget://threads/{thread_id}"
@@ -136,7 +137,9 @@ def build_server(rest: RestApi) -> MCPServer:
     async def request_handoff(
         thread_id: Annotated[Id, Field(description="The thread that should hand off.")],
         context: Context,
-        reason: Annotated[str | None, Field(max_length=1000, description="Why, for the worker and the log.")] = None,
+        reason: Annotated[
+            str | None, Field(max_length=MAX_SHORT_TEXT_LENGTH, description="Why, for the worker and the log.")
+        ] = None,
     ) -> CallToolResult:
         """Ask a thread to prepare its handoff package now: a prepare_handoff action for its current cycle, which
         clears when a ready package arrives. Use it for urgent and critical threads without a ready package,

@@ -98,7 +98,7 @@ def _fold(
         case AlertCommand():
             return apply_ack(slot, record, now)
         case MasterActionCommand():
-            return apply_action_command(slot, record, now)
+            return apply_action_command(slot, record, now, config)
     raise TypeError(f"no fold for {type(record).__name__}")
 
 

@@ -31,6 +31,7 @@ from schemas import (
     HandoffPackage,
     MasterAction,
     MasterActionCommand,
+    MasterActionCommandKind,
     MasterActionState,
     Record,
     ThreadContextSnapshot,
@@ -150,7 +151,13 @@ def apply_snapshot(
             "updated_at": now,
             # a compaction starts a new cycle: wrap-up and handoff-required are owed again before the next one
             **(
-                {"wrap_up_requested": False, "handoff_required_sent": False, "due_actions": [], "master_actions": []}
+                {
+                    "wrap_up_requested": False,
+                    "handoff_required_sent": False,
+                    "due_actions": [],
+                    "master_actions": [],
+                    "requested_actions": [],
+                }
                 if compacted
                 else {}
             ),
@@ -216,15 +223,34 @@ def apply_ack(slot: ThreadSlot | None, command: AlertCommand, now: datetime) -> 
     return Step(ThreadSlot(state=state), [Emit(ALERTS, acked.alert_id, acked)])
 
 
-def apply_action_command(slot: ThreadSlot | None, command: MasterActionCommand, now: datetime) -> Step:
-    """A worker or the master acknowledges or completes one of the thread's open actions."""
+def apply_action_command(
+    slot: ThreadSlot | None, command: MasterActionCommand, now: datetime, config: EngineConfig
+) -> Step:
+    """A worker or the master acknowledges or completes one of the thread's open actions, or the master asks for one
+    now (a handoff): it is due for the rest of the cycle, and clears as the level's own would."""
     if slot is None or slot.state is None:
         return UNCHANGED
+    if command.command is MasterActionCommandKind.REQUEST:
+        return _requested(slot.state, command, now, config)
     items, change = action_lifecycle.apply_command(slot.state.master_actions, command, now)
     if change is None:
         return UNCHANGED
     state = slot.state.model_copy(update={"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, [change]))
+
+
+def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, config: EngineConfig) -> Step:
+    items, change = action_lifecycle.request(state.master_actions, command, state.context_budget_level, now)
+    if change is None:
+        return UNCHANGED
+    requested = [
+        *state.requested_actions,
+        *([] if change.item.action in state.requested_actions else [change.item.action]),
+    ]
+    state = state.model_copy(update={"master_actions": items, "requested_actions": requested, "updated_at": now})
+    emits = _action_emits(state, [change])
+    state, derived = _derive(state, command.action_id, now, config)
+    return Step(ThreadSlot(state=state), emits + derived)
 
 
 def apply_compaction_started(
@@ -328,6 +354,7 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
 
     state = _with_checklist(state)
     due = actions_for_level(level)
+    due += [action for action in state.requested_actions if action not in due]
     if due != state.due_actions:
         state = state.model_copy(
             update={

@@ -20,6 +20,7 @@ from api.mcp_server.rest import RestApi
 from api.mcp_server.tools import build_server
 from api.thread_book import ThreadBook
 from api.tokens import Role
+from schemas import MasterActionCommand
 from schemas.codec import encode_record
 from tests.integration.test_api import World, publisher, store, user_of, world  # noqa: F401  (fixtures)
 from tests.integration.test_master_actions_api import latest_states
@@ -113,10 +114,11 @@ async def test_the_write_tools_publish_what_the_routes_publish(served, world, pu
         ack = await client.call_tool("ack_action", {"action_id": action})
         done = await client.call_tool("complete_action", {"action_id": action})
         compact = await client.call_tool("request_compaction", {"thread_id": world.thread_a})
+        handoff = await client.call_tool("request_handoff", {"thread_id": world.thread_a, "reason": "spec 8.2"})
         consume = await client.call_tool(
             "consume_handoff_package", {"package_id": packages[0].handoff_package_id, "to_thread_id": relay}
         )
-    assert [r.is_error for r in (ack, done, compact, consume)] == [False] * 4, [r.content for r in (ack, done)]
+    assert [r.is_error for r in (ack, done, compact, handoff, consume)] == [False] * 5
     assert (ack.structured_content["command"], done.structured_content["command"]) == ("ack", "done")
     assert compact.structured_content == {
         "accepted": True,
@@ -128,8 +130,21 @@ async def test_the_write_tools_publish_what_the_routes_publish(served, world, pu
         "consumed",
         relay,
     )
+    assert (handoff.structured_content["requested"], handoff.structured_content["thread_id"]) == (True, world.thread_a)
+    request = MasterActionCommand.model_validate_json(publisher.sent[3][2])
+    assert (request.action_id, request.command.value, request.note) == (
+        handoff.structured_content["action_id"],
+        "request",
+        "spec 8.2",
+    )
     topics = [topic.removeprefix("ctx.") for topic, _, _ in publisher.sent]
-    assert topics == ["master-action-commands", "master-action-commands", "session-events", "handoff-packages"]
+    assert topics == [
+        "master-action-commands",
+        "master-action-commands",
+        "session-events",
+        "master-action-commands",
+        "handoff-packages",
+    ]
     assert {key for _, key, _ in publisher.sent} == {world.thread_a.encode()}
 
 

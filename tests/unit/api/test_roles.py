@@ -75,6 +75,7 @@ ENDPOINTS = [
     ("GET", "/api/v1/threads/thread-abc/handoff-packages", None, READER, 200),
     ("POST", "/api/v1/handoff-packages/hp-1/consume", dumps({"to_thread_id": "thread-relay"}), EVERYONE, 404),
     ("POST", "/api/v1/threads/thread-abc/compaction-requests", None, READER, 404),
+    ("POST", "/api/v1/threads/thread-abc/handoff-requests", None, READER, 404),
     ("PUT", "/api/v1/conversations/conv-1", CONVERSATION, OPERATOR, 202),
     ("PUT", "/api/v1/projects/proj-001/threshold-policy", POLICY, OPERATOR, 202),
 ]

@@ -134,6 +134,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/conversations/{conversation_id}",
         "/api/v1/projects/{project_id}/threshold-policy",
         "/api/v1/threads/{thread_id}/compaction-requests",
+        "/api/v1/threads/{thread_id}/handoff-requests",
         "/api/v1/master-actions",
         "/api/v1/master-actions/{action_id}/ack",
         "/api/v1/master-actions/{action_id}/done",

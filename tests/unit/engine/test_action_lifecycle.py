@@ -60,21 +60,25 @@ def test_ack_then_done_move_forward_only_and_name_who_moved_them() -> None:
     thread = Thread()
     thread.snap(35, 0)
     target = action_id(thread, A.FINISH_ATOMIC_SUBTASK)
-    [acked] = records(thread.feed(apply_action_command(thread.slot, action_command(target, by="worker-1"), at(1))))
+    [acked] = records(
+        thread.feed(apply_action_command(thread.slot, action_command(target, by="worker-1"), at(1), CONFIG))
+    )
     assert (acked.state.value, acked.changed_by, acked.state_changed_at) == ("acknowledged", "worker-1", at(1))
-    assert apply_action_command(thread.slot, action_command(target), at(2)).slot is None  # a repeated ack
-    [done] = records(thread.feed(apply_action_command(thread.slot, action_command(target, "done"), at(3))))
+    assert apply_action_command(thread.slot, action_command(target), at(2), CONFIG).slot is None  # a repeated ack
+    [done] = records(thread.feed(apply_action_command(thread.slot, action_command(target, "done"), at(3), CONFIG)))
     assert done.state.value == "done"
     assert done.issued_at == at(0)
-    assert apply_action_command(thread.slot, action_command(target, "ack"), at(4)).slot is None  # ack after done
-    assert apply_action_command(thread.slot, action_command("no-such-action", "done"), at(4)).slot is None
+    assert (
+        apply_action_command(thread.slot, action_command(target, "ack"), at(4), CONFIG).slot is None
+    )  # ack after done
+    assert apply_action_command(thread.slot, action_command("no-such-action", "done"), at(4), CONFIG).slot is None
 
 
 def test_done_works_from_issued_and_stays_done_while_the_level_holds() -> None:
     thread = Thread()
     thread.snap(35, 0)
     target = action_id(thread, A.PRECREATE_RELAY_THREAD)
-    thread.feed(apply_action_command(thread.slot, action_command(target, "done"), at(1)))
+    thread.feed(apply_action_command(thread.slot, action_command(target, "done"), at(1), CONFIG))
     assert records(thread.snap(33, 10)) == []
     assert states(thread)["precreate_relay_thread"] == "done"
 
