@@ -1,10 +1,10 @@
 """`/mcp` in the API app: the MCP server over streamable HTTP, behind the API's own bearer check.
 
 A request without a valid token is answered 401 exactly as the API answers it (api.deps.caller), before MCP reads
-it. The tools then call the app itself through an in-process ASGI transport with the token of the MCP request they
-serve, so the API's roles and project isolation decide every answer. DNS-rebinding protection (a Host allowlist for
-unauthenticated localhost servers) is off: every request carries a bearer token a rebinding page cannot have, and the
-API is served behind whatever host name its deployment gives it.
+it. The tools then call the app itself through an in-process ASGI transport (`asgi_stream`) with the token of the
+MCP request they serve, so the API's roles and project isolation decide every answer. DNS-rebinding protection (a
+Host allowlist for unauthenticated localhost servers) is off: every request carries a bearer token a rebinding page
+cannot have, and the API is served behind whatever host name its deployment gives it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import httpx2
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
-from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.deps import caller
-from api.mcp_server.rest import RestApi
+from api.mcp_server.asgi_stream import StreamingASGITransport
+from api.mcp_server.rest import Headers, RestApi
 from api.mcp_server.tools import build_server
 
 MCP_PATH = "/mcp"
@@ -45,7 +45,7 @@ def mount_mcp(app: FastAPI) -> Callable[[], AbstractAsyncContextManager[None]]:
         if gate.inner is not None:
             yield
             return
-        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=SELF_URL) as http:
+        async with httpx2.AsyncClient(transport=StreamingASGITransport(app), base_url=SELF_URL) as http:
             server = build_server(RestApi(http, request_token))
             transport = server.streamable_http_app(
                 streamable_http_path=MCP_PATH,
@@ -61,9 +61,8 @@ def mount_mcp(app: FastAPI) -> Callable[[], AbstractAsyncContextManager[None]]:
     return running
 
 
-def request_token(context: Context | None) -> str | None:
+def request_token(headers: Headers) -> str | None:
     """The bearer token of the HTTP request carrying this MCP message (the gate let only valid ones in)."""
-    headers = context.headers if context is not None else None
     scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
     return token if scheme.lower() == "bearer" and token else None
 

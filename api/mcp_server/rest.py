@@ -8,11 +8,12 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx2
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-TokenOf = Callable[[Context | None], str | None]
-"""The bearer token of the caller behind an MCP request (stdio: the configured one; HTTP: the request's own)."""
+Headers = Mapping[str, str] | None
+TokenOf = Callable[[Headers], str | None]
+"""The bearer token of the caller behind an MCP request, from its HTTP headers (stdio has none: the configured
+token; HTTP: the request's own)."""
 
 
 class ApiRefused(ToolError):
@@ -30,9 +31,13 @@ class RestApi:
     """Based on the API's URL (or the app itself through httpx2.ASGITransport)."""
     token_of: TokenOf
 
+    def headers(self, request_headers: Headers) -> dict[str, str]:
+        token = self.token_of(request_headers)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     async def call(
         self,
-        context: Context | None,
+        request_headers: Headers,
         method: str,
         path: str,
         *,
@@ -40,8 +45,7 @@ class RestApi:
         body: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The JSON object the API answered; `ApiRefused` for a 4xx or 5xx."""
-        token = self.token_of(context)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = self.headers(request_headers)
         query = {name: value for name, value in (params or {}).items() if value is not None}
         response = await self.client.request(method, path, params=query, json=body, headers=headers)
         if response.status_code >= 400:

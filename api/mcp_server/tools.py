@@ -18,11 +18,12 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from api.mcp_server.rest import ApiRefused, RestApi, segment
+from api.mcp_server.updates import PROJECTS, THREADS, ResourceUpdates
 from schemas import AlertStatus, MasterActionState
 from schemas.base import MAX_SHORT_TEXT_LENGTH
 
-PROJECT_URI = "ctxbudget://projects/{project_id}"
-THREAD_URI = "ctxbudget://threads/{thread_id}"
+PROJECT_URI = PROJECTS + "{project_id}"
+THREAD_URI = THREADS + "{thread_id}"
 
 INSTRUCTIONS = """\
 You are the master of a fleet of agent threads whose context windows fill up and get compacted. Each thread has a
@@ -45,10 +46,13 @@ Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^\S+$")]
 
 
 def build_server(rest: RestApi) -> MCPServer:
-    server = MCPServer("ctxbudget", instructions=INSTRUCTIONS, version="1")
+    updates = ResourceUpdates(rest)
+    server = MCPServer(
+        "ctxbudget", instructions=INSTRUCTIONS, version="1", subscriptions=updates.bus, middleware=[updates.gate]
+    )
 
     async def answer(context: Context, method: str, path: str, **request: Any) -> CallToolResult:
-        body = await rest.call(context, method, path, **request)
+        body = await rest.call(context.headers, method, path, **request)
         text = orjson.dumps(body).decode()
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
 
@@ -185,7 +189,7 @@ def build_server(rest: RestApi) -> MCPServer:
 
     async def resource(context: Context, path: str) -> str:
         try:
-            return orjson.dumps(await rest.call(context, "GET", path)).decode()
+            return orjson.dumps(await rest.call(context.headers, "GET", path)).decode()
         except ApiRefused as refused:
             if refused.status == 404:
                 raise ResourceNotFoundError(refused.detail) from refused

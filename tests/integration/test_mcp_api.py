@@ -3,6 +3,7 @@ REST and MCP answering the same for the same state, isolation through MCP, and `
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -13,8 +14,10 @@ import pytest
 from fastapi import FastAPI
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
+from api.mcp_server.asgi_stream import StreamingASGITransport
 from api.mcp_server.mount import MCP_PATH
 from api.mcp_server.rest import RestApi
 from api.mcp_server.tools import build_server
@@ -25,6 +28,7 @@ from schemas.codec import encode_record
 from tests.integration.test_api import World, publisher, store, user_of, world  # noqa: F401  (fixtures)
 from tests.integration.test_master_actions_api import latest_states
 from tests.integration.test_relay_api import packages  # noqa: F401  (fixture)
+from tests.unit.api.events_builders import client_event
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
 
 pytestmark = pytest.mark.clickhouse
@@ -56,7 +60,7 @@ def served(
     async def serving() -> AsyncIterator[tuple[FastAPI, httpx2.AsyncClient]]:
         async with (
             app.router.lifespan_context(app),
-            httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://api") as http,
+            httpx2.AsyncClient(transport=StreamingASGITransport(app), base_url="http://api") as http,
         ):
             yield app, http
 
@@ -202,3 +206,31 @@ async def mounted_endpoint_checks(app: FastAPI, http: httpx2.AsyncClient, world:
     assert result.structured_content == rest.json()
     assert hidden.is_error
     assert hidden.content[0].text.endswith("404: thread not found")
+
+
+async def until(condition: Callable[[], bool], within: float = 10) -> None:
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110 - the app's state, no event to wait on
+            await asyncio.sleep(0.02)
+
+
+async def test_a_subscribed_master_hears_its_thread_change_and_may_not_watch_another_project(served, world) -> None:  # noqa: F811
+    mine, theirs = f"ctxbudget://threads/{world.thread_a}", f"ctxbudget://threads/{world.thread_b}"
+    async with served() as (app, http), connect(http, user_of(world.project_a)) as client:
+        for refused in (theirs, f"ctxbudget://projects/{world.project_b}", "file:///etc/passwd"):
+            with pytest.raises(MCPError, match="not permitted to watch"):
+                async with client.listen(resource_subscriptions=[refused]):
+                    pass
+        broadcaster = app.state.context.kafka.broadcaster
+        async with client.listen(resource_subscriptions=[mine]) as updates:
+            await until(lambda: broadcaster.subscriber_count == 1)  # the caller's event stream is followed
+            broadcaster.fan_out(
+                [
+                    client_event(world.project_b, 0, 0, thread_id=world.thread_b),  # not this caller's: never seen
+                    client_event(world.project_a, 0, 1, thread_id=world.thread_a),
+                ]
+            )
+            async with asyncio.timeout(10):
+                update = await anext(aiter(updates))
+        assert update == ResourceUpdated(uri=mine)
+        await until(lambda: broadcaster.subscriber_count == 0)  # the stream closed: nothing followed any more
