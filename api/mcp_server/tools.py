@@ -50,6 +50,7 @@ def build_server(rest: RestApi) -> MCPServer:
     server = MCPServer(
         "ctxbudget", instructions=INSTRUCTIONS, version="1", subscriptions=updates.bus, middleware=[updates.gate]
     )
+    updates.serve_legacy_subscriptions(server)
 
     async def answer(context: Context, method: str, path: str, **request: Any) -> CallToolResult:
         body = await rest.call(context.headers, method, path, **request)

@@ -1,27 +1,35 @@
 """Resource-updated notifications: a subscribed master hears that a project or thread changed, without polling.
 
-A client subscribes with `subscriptions/listen` (MCP 2026-07-28) naming resource URIs. The gate reads each URI
-through the API with the caller's token first, so a caller may only watch what it may read (another project's
-thread is refused like an unknown one). While the stream is open, the API's SSE stream (`/api/v1/events`, spec 6.4
-and the action events), read with that same token, is turned into `notifications/resources/updated` for the URIs of
-each event's project and thread; the SDK delivers each to the streams that named that URI. Events are cues to
-refetch, never payloads, so a repeat (two callers of one project each following the stream) costs one extra read.
+A client subscribes with `subscriptions/listen` (MCP 2026-07-28) naming resource URIs, or with `resources/subscribe`
+one URI at a time (the handshake era, up to 2025-11-25, which Claude Code and Codex may still speak). Each URI is
+read through the API with the caller's token first, so a caller may only watch what it may read (another project's
+thread is refused like an unknown one). While a subscription lasts, the API's SSE stream (`/api/v1/events`, spec 6.4
+and the action events), read with that same token, becomes `notifications/resources/updated` for the URIs of each
+event's project and thread: the SDK delivers it to the listen streams that named the URI, and this module to the
+sessions that subscribed to it with that token. Events are cues to refetch, never payloads, so a repeat (two callers
+of one project each following the stream) costs one extra read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx2
 import orjson
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_REQUEST, SubscriptionsListenRequestParams
+from mcp.types import (
+    INVALID_REQUEST,
+    EmptyResult,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from api.mcp_server.rest import ApiRefused, Headers, RestApi, segment
 
@@ -52,10 +60,21 @@ def resource_path(uri: str) -> str | None:
     return None
 
 
+def connection_of(session: ServerSession) -> object:
+    """The client connection a request's session belongs to: a handshake-era subscription lasts as long as the
+    connection, while the SDK (2.3) makes a session per request and keeps the connection private."""
+    return session._connection
+
+
 @dataclass
 class _Follower:
-    task: asyncio.Task[None]
-    streams: int = 0
+    key: str
+    """The Authorization header it follows the event stream with."""
+    task: asyncio.Task[None] | None = None
+    users: int = 0
+    """Open listen streams, plus the (session, URI) subscriptions of handshake-era clients."""
+    sessions: dict[object, tuple[ServerSession, set[str]]] = field(default_factory=dict)
+    """By client connection: a session to notify it through, and the URIs it subscribed to."""
 
 
 @dataclass
@@ -74,6 +93,45 @@ class ResourceUpdates:
         params = SubscriptionsListenRequestParams.model_validate(context.params or {}, by_name=False)
         uris = params.notifications.resource_subscriptions or []
         request_headers: Headers = getattr(context.request, "headers", None)
+        await self._check_readable(request_headers, uris)
+        if not uris:
+            return await call_next(context)
+        key = self._acquire(self.rest.headers(request_headers))
+        try:
+            return await call_next(context)
+        finally:
+            self._release(key)
+
+    def serve_legacy_subscriptions(self, server: MCPServer) -> None:
+        """`resources/subscribe` and `unsubscribe` for clients of the handshake era (up to 2025-11-25), which hear
+        updates on their session instead of a listen stream. MCPServer has no public handle for a spec method it does
+        not serve itself; the SDK's documented way is the low-level server's `add_request_handler`."""
+        lowlevel = server._lowlevel_server
+        lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe)
+
+    async def _subscribe(self, context: ServerRequestContext, params: SubscribeRequestParams) -> EmptyResult:
+        request_headers: Headers = getattr(context.request, "headers", None)
+        await self._check_readable(request_headers, [params.uri])
+        key = self._acquire(self.rest.headers(request_headers))
+        _, watched = self._followers[key].sessions.setdefault(connection_of(context.session), (context.session, set()))
+        if params.uri in watched:
+            self._release(key)  # a repeat: counted once
+        watched.add(params.uri)
+        return EmptyResult()
+
+    async def _unsubscribe(self, context: ServerRequestContext, params: UnsubscribeRequestParams) -> EmptyResult:
+        for key, follower in list(self._followers.items()):
+            connection = connection_of(context.session)
+            _, watched = follower.sessions.get(connection, (None, set()))
+            if params.uri in watched:
+                watched.discard(params.uri)
+                if not watched:
+                    del follower.sessions[connection]
+                self._release(key)
+        return EmptyResult()
+
+    async def _check_readable(self, request_headers: Headers, uris: list[str]) -> None:
         for uri in uris:
             path = resource_path(uri)
             try:
@@ -82,28 +140,25 @@ class ResourceUpdates:
                 await self.rest.call(request_headers, "GET", path)
             except ApiRefused as refused:
                 raise MCPError(INVALID_REQUEST, REFUSED) from refused
-        if not uris:
-            return await call_next(context)
-        async with self._following(self.rest.headers(request_headers)):
-            return await call_next(context)
 
-    @contextlib.asynccontextmanager
-    async def _following(self, headers: dict[str, str]) -> AsyncIterator[None]:
+    def _acquire(self, headers: dict[str, str]) -> str:
+        """The token's follower, started by its first user."""
         key = headers.get("Authorization", "")
-        follower = self._followers.get(key)
-        if follower is None:
-            follower = _Follower(asyncio.create_task(self._follow(headers), name="mcp-resource-updates"))
-            self._followers[key] = follower
-        follower.streams += 1
-        try:
-            yield
-        finally:
-            follower.streams -= 1
-            if follower.streams == 0:
-                del self._followers[key]
+        follower = self._followers.setdefault(key, _Follower(key))
+        if follower.task is None:
+            follower.task = asyncio.create_task(self._follow(headers, follower), name="mcp-resource-updates")
+        follower.users += 1
+        return key
+
+    def _release(self, key: str) -> None:
+        follower = self._followers[key]
+        follower.users -= 1
+        if follower.users == 0:
+            del self._followers[key]
+            if follower.task is not None:
                 follower.task.cancel()
 
-    async def _follow(self, headers: dict[str, str]) -> None:
+    async def _follow(self, headers: dict[str, str], follower: _Follower) -> None:
         """The caller's SSE stream, resumed after a drop from the last event id seen, as resource updates."""
         last_id: str | None = None
         while True:
@@ -119,16 +174,25 @@ class ResourceUpdates:
                             if line.startswith("id:"):
                                 last_id = line.removeprefix("id:").strip()
                             elif line.startswith("data:"):
-                                await self._publish(line.removeprefix("data:"))
+                                await self._publish(line.removeprefix("data:"), follower)
             except httpx2.TransportError as error:  # the API restarting: follow again
                 logging.getLogger(__name__).info("the event stream dropped: %s", error)
             await asyncio.sleep(RECONNECT_SECONDS)
 
-    async def _publish(self, data: str) -> None:
+    async def _publish(self, data: str, follower: _Follower) -> None:
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return
-        if isinstance(event, dict):
-            for uri in resource_uris(event):
-                await self.bus.publish(ResourceUpdated(uri=uri))
+        if not isinstance(event, dict):
+            return
+        for uri in resource_uris(event):
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            for connection, (session, watched) in list(follower.sessions.items()):
+                if uri in watched:
+                    try:
+                        await session.send_resource_updated(uri)
+                    except Exception:  # a client gone without unsubscribing: forget it
+                        del follower.sessions[connection]
+                        for _ in watched:
+                            self._release(follower.key)

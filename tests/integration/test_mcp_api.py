@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
+from mcp.types import ResourceUpdatedNotification
 
 from api.mcp_server.asgi_stream import StreamingASGITransport
 from api.mcp_server.mount import MCP_PATH
@@ -234,3 +235,30 @@ async def test_a_subscribed_master_hears_its_thread_change_and_may_not_watch_ano
                 update = await anext(aiter(updates))
         assert update == ResourceUpdated(uri=mine)
         await until(lambda: broadcaster.subscriber_count == 0)  # the stream closed: nothing followed any more
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the era under test
+async def test_a_handshake_era_client_subscribes_per_uri_and_hears_the_update_on_its_session(served, world) -> None:  # noqa: F811
+    """Clients up to MCP 2025-11-25 (`resources/subscribe`): the same gate, the update on their session."""
+    mine = f"ctxbudget://projects/{world.project_a}"
+    heard: list[str] = []
+
+    async def on_message(message: object) -> None:
+        notification = getattr(message, "root", message)
+        if isinstance(notification, ResourceUpdatedNotification):
+            heard.append(notification.params.uri)
+
+    async with served() as (app, http):
+        token = token_in(user_of(world.project_a))
+        server = build_server(RestApi(http, lambda _: token))
+        async with Client(server, mode="legacy", message_handler=on_message) as client:
+            assert client.server_capabilities.resources.subscribe is True
+            with pytest.raises(MCPError, match="not permitted to watch"):
+                await client.subscribe_resource(f"ctxbudget://projects/{world.project_b}")
+            await client.subscribe_resource(mine)
+            broadcaster = app.state.context.kafka.broadcaster
+            await until(lambda: broadcaster.subscriber_count == 1)
+            broadcaster.fan_out([client_event(world.project_a, 0, 0, thread_id=world.thread_a)])
+            await until(lambda: heard == [mine])
+            await client.unsubscribe_resource(mine)
+            await until(lambda: broadcaster.subscriber_count == 0)  # nobody watches: the stream is let go
