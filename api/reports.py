@@ -30,6 +30,7 @@ from schemas import (
 )
 from schemas.admission import version_refusal
 from schemas.base import Id, Version
+from schemas.master_actions import REQUESTABLE_ACTIONS
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 SNAPSHOT_VERSION = "X-Snapshot-Version"
@@ -87,14 +88,17 @@ def report_answer(
     verdict: Verdict = Verdict.ACCEPT,
     known: KnownActions | None = None,
 ) -> WorkerReportResponse:
-    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1 that
-    are still open by what the engine last published of the thread (all of them for a thread it does not know yet, or
-    when this report starts a new compaction cycle); `accepted` is false (with the reason) when the engine will drop
-    the snapshot by `verdict`."""
+    """Spec 5.2's answer: the engine's level under the project's policy, the cadence of 5.1, the actions of 4.1 (and
+    a handoff the master requested in this cycle) that are still open by what the engine last published of the
+    thread (all of them for a thread it does not know yet, or when this report starts a new compaction cycle);
+    `accepted` is false (with the reason) when the engine will drop the snapshot by `verdict`."""
     level = classify_level(snapshot.context_budget_remaining_pct, policy)
     accepted = verdict is Verdict.ACCEPT
     same_cycle = known is not None and snapshot.compaction_count <= known.compaction_count
-    actions, items = still_owed(actions_for_level(level), known.items if known and same_cycle else [])
+    cycle_items = known.items if known and same_cycle else []
+    due = actions_for_level(level)
+    due += [i.action for i in cycle_items if i.open and i.action in REQUESTABLE_ACTIONS and i.action not in due]
+    actions, items = still_owed(due, cycle_items)
     return WorkerReportResponse(
         accepted=accepted,
         reason=None if accepted else verdict.value,

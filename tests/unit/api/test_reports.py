@@ -121,3 +121,14 @@ def test_a_report_that_starts_a_new_cycle_owes_every_action_again() -> None:
     answer = report_answer(snapshot_of(REPORT, None, None), DEFAULT_POLICY, known=known)
     assert answer.master_actions == actions_for_level(answer.context_budget_level)
     assert answer.open_master_actions == []
+
+
+def test_a_handoff_the_master_requested_in_this_cycle_is_in_the_answer_of_a_safe_thread() -> None:
+    safe = REPORT.model_copy(update={"context_budget_remaining_pct": 90.0, "context_budget_level": "safe"})
+    requested = _item(MasterAction.PREPARE_HANDOFF, "issued").model_copy(update={"action_id": "handoff-request-1"})
+    answer = report_answer(snapshot_of(safe, None, None), DEFAULT_POLICY, known=KnownActions(1, [requested]))
+    assert answer.master_actions == [MasterAction.REFRESH_STAGE_SUMMARY, MasterAction.PREPARE_HANDOFF]
+    assert [i.action_id for i in answer.open_master_actions] == ["handoff-request-1"]
+    done = requested.model_copy(update={"state": "done"})
+    answer = report_answer(snapshot_of(safe, None, None), DEFAULT_POLICY, known=KnownActions(1, [done]))
+    assert answer.master_actions == [MasterAction.REFRESH_STAGE_SUMMARY]  # a finished request is not asked again
