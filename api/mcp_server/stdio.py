@@ -32,7 +32,7 @@ def mcp(
 
     from api.cli import OPERATOR_TOKEN_FILE
     from api.settings import ApiSettings
-    from streams.settings import Settings
+    from core.settings import Settings
 
     api = ApiSettings()
     url = api_url or f"http://{api.host}:{api.port}"

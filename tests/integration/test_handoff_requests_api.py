@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from api.thread_book import ThreadBook
 from api.tokens import Role
+from core.engine_config import EngineConfig
 from schemas import DEFAULT_POLICY, MasterActionCommand
 from schemas.codec import encode_record
 from sinks.migrations import migrate
-from streams.engine.config import EngineConfig
 from streams.engine.fold import Step, ThreadSlot, apply_action_command, apply_handoff, apply_snapshot
 from tests.integration.test_api import store, user_of
 from tests.unit.api.fakes import PREFIX, RecordingPublisher, bearer, make_app

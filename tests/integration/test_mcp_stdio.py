@@ -21,10 +21,10 @@ from api.app import create_app
 from api.server import running
 from api.settings import ApiSettings
 from api.topic_reader import open_reader, topic_partitions
+from core.settings import Settings
 from schemas import MasterActionCommand, ThreadHandoffRequired
 from sinks.migrations import migrate
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.test_api import World, produce, user_of, world  # noqa: F401  (fixture)
 from tests.unit.api.fakes import SECRET
 from tests.unit.sinks.records import at

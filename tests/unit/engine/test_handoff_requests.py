@@ -3,8 +3,8 @@ like the level's own (a ready package for the cycle), and ends with the cycle.""
 
 from __future__ import annotations
 
+from core.engine_config import EngineConfig
 from schemas import MasterAction, MasterActionCommand, ThreadMasterActionIssued
-from streams.engine.config import EngineConfig
 from streams.engine.fold import apply_action_command, apply_handoff
 from tests.unit.engine.builders import at, package
 from tests.unit.engine.test_fold import Thread
