@@ -50,7 +50,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(HANDOFF_PACKAGES, "from_thread_id", False, "HandoffPackage versions"),
     TopicSpec("policies", "project_id (* = default)", True, "ThresholdPolicy per project"),
     TopicSpec("alert-commands", "alert_id", False, "AlertCommand (ack)"),
-    TopicSpec(MASTER_ACTION_COMMANDS, "thread_id", False, "MasterActionCommand (ack, done) for the engine"),
+    TopicSpec(MASTER_ACTION_COMMANDS, "thread_id", False, "MasterActionCommand (ack, done, request) for the engine"),
     TopicSpec("conversations", "conversation_id", True, "Conversation registry"),
     # outputs
     TopicSpec(THREAD_STATE, "thread_id", True, "latest derived state of each thread"),
