@@ -32,6 +32,7 @@ from api.routes import (
     projects,
     session_events,
     sql,
+    task_importance,
     threads,
     workers,
 )
@@ -101,6 +102,7 @@ def create_app(
         handoff_packages,
         fleet_writes,
         handoff_requests,
+        task_importance,
         events,
         sql,
         health,

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, TypeAdapter
 
-from api.views import ConsumeRequest, HandoffRequest
+from api.views import ConsumeRequest, HandoffRequest, TaskImportanceRequest
 from schemas import SESSION_EVENT_ADAPTER, Conversation, HandoffPackage, ThresholdPolicy, WorkerReportRequest
 
 BODY_MODELS: tuple[type[BaseModel], ...] = (
@@ -18,6 +18,7 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     ThresholdPolicy,
     ConsumeRequest,
     HandoffRequest,
+    TaskImportanceRequest,
 )
 BODY_UNIONS: dict[str, TypeAdapter[Any]] = {"SessionEvent": SESSION_EVENT_ADAPTER}
 REF_TEMPLATE = "#/components/schemas/{model}"

@@ -16,6 +16,7 @@ from schemas import (
     ThreadContextBudget,
 )
 from schemas.base import Count, Id, Record, ShortText
+from schemas.views import Importance
 
 MAX_RECENT_COMPACTIONS = 5
 
@@ -74,3 +75,9 @@ class HandoffRequest(Record):
     """`POST /api/v1/threads/{id}/handoff-requests` (the body is optional): why the master asks, for the action."""
 
     reason: ShortText = ""
+
+
+class TaskImportanceRequest(Record):
+    """`PUT /api/v1/threads/{thread_id}/task-importance`: the importance of the thread's task (spec 8.1)."""
+
+    task_importance: Importance

@@ -52,6 +52,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("alert-commands", "alert_id", False, "AlertCommand (ack)"),
     TopicSpec(MASTER_ACTION_COMMANDS, "thread_id", False, "MasterActionCommand (ack, done, request) for the engine"),
     TopicSpec("conversations", "conversation_id", True, "Conversation registry"),
+    TopicSpec("task-importance", "thread_id", True, "TaskImportance: the importance of each thread's task"),
     # outputs
     TopicSpec(THREAD_STATE, "thread_id", True, "latest derived state of each thread"),
     TopicSpec("context-events", "thread_id", False, "ContextEvent (spec 5.3)"),

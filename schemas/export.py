@@ -18,6 +18,7 @@ from schemas.handoff import HandoffPackage
 from schemas.master_actions import MasterActionCommand
 from schemas.policy import ThresholdPolicy
 from schemas.projection import ThreadProjection
+from schemas.projects import TaskImportance
 from schemas.session_events import SESSION_EVENT_ADAPTER
 from schemas.snapshot import ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
 from schemas.state import ThreadState
@@ -35,6 +36,7 @@ EXPORTED: dict[str, TypeAdapter[Any]] = {
     "AlertCommand": TypeAdapter(AlertCommand),
     "MasterActionCommand": TypeAdapter(MasterActionCommand),
     "Conversation": TypeAdapter(Conversation),
+    "TaskImportance": TypeAdapter(TaskImportance),
     # outputs
     "WorkerReportResponse": TypeAdapter(WorkerReportResponse),
     "ThreadState": TypeAdapter(ThreadState),

@@ -6,6 +6,7 @@ the values of their tables and of the topics between them:
     thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
         -> thread-state-by-project [project_id]: ThreadInProject | ThreadLeft -> ProjectState
         -> conversation-threads [conversation_id]: ConversationThread
+    task-importance [thread_id] -> ThreadRoutes (the importance ranks the thread in its project)
     conversations [conversation_id] + conversation-threads -> ConversationIndicatorState
         -> conversation-links [thread_id]: ConversationLink
 """
@@ -14,21 +15,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, Strict
+from pydantic import Field
 
-from schemas.base import Flag, Id, IdList, Percent, Record, Timestamp
+from schemas.base import Flag, Id, IdList, Name, Percent, Record, Timestamp
 from schemas.enums import ContextBudgetLevel, WorkFact
 from schemas.state import ThreadState
-from schemas.views import Conversation, ConversationItem, ProjectDetail, ThreadContextSummary
+from schemas.views import Conversation, ConversationItem, Importance, ProjectDetail, ThreadContextSummary
 
 MAX_LIVE_THREADS = 1_000
 """Live threads kept per project. A summary is ~300 bytes of JSON and the state holds it twice (live and published),
 so this keeps the state and the published ProjectDetail under Kafka's default 1 MB message limit."""
 MAX_LINKED_CONVERSATIONS = 64
 """Conversations that show one thread (its single-device conversation, the master's): far more is a registry error."""
-
-Importance = Annotated[int, Strict(), Field(ge=0, le=1_000)]
-"""Task importance (spec 8.1): higher ranks first among otherwise equal threads."""
 
 
 class LiveThread(Record):
@@ -100,14 +98,26 @@ class ConversationLink(Record):
     linked: Flag
 
 
+class TaskImportance(Record):
+    """A record of `task-importance` [thread_id], compacted: the importance of the thread's task (spec 8.1), as a
+    master or operator last set it. The newest `set_at` wins, so a replayed older record changes nothing."""
+
+    thread_id: Id
+    project_id: Id = Field(description="The thread's project when the importance was set.")
+    task_importance: Importance
+    set_by: Name = Field(description="The token subject that set it.")
+    set_at: Timestamp
+
+
 class ThreadRoutes(Record):
-    """The routing table's value [thread_id]: the thread's last shown values, the conversations that show it, and
-    what was last forwarded to its project."""
+    """The routing table's value [thread_id]: the thread's last shown values, the conversations that show it, what
+    was last forwarded to its project, and its task's importance."""
 
     thread_id: Id
     shown: ShownThread | None = None
     forwarded: ThreadInProject | None = None
     conversation_ids: Annotated[IdList, Field(max_length=MAX_LINKED_CONVERSATIONS)] = Field(default_factory=list)
+    importance: TaskImportance | None = None
 
 
 class ConversationIndicatorState(Record):

@@ -14,6 +14,8 @@ from schemas.enums import ContextBudgetLevel, ConversationType, MasterAction, Pa
 
 Ring = Annotated[int, Field(strict=True, ge=0, le=100)]
 """The integer percent drawn in the ring marker."""
+Importance = Annotated[int, Strict(), Field(ge=0, le=1_000)]
+"""Task importance (spec 8.1): higher ranks first among otherwise equal threads."""
 
 
 class Conversation(Record):
@@ -84,6 +86,9 @@ class ThreadContextSummary(Record):
     compaction_expected_at: Timestamp | None = None
     stale: Flag = False
     updated_at: Timestamp
+    task_importance: Importance | None = Field(
+        default=None, description="The importance of the thread's task (spec 8.1), when one was set."
+    )
 
 
 class ProjectDetail(Record):

@@ -20,7 +20,8 @@
 
     aggregates:
     thread-state [thread_id]               \\ route_thread_state      -> table: thread routes
-    conversation-links [thread_id]         /                         -> thread-state-by-project, conversation-threads
+    conversation-links [thread_id]         |                         -> thread-state-by-project, conversation-threads
+    task-importance [thread_id]            /
     thread-state-by-project [project_id]  -> project_risk (+ timer)  -> table: project states
                                                                      -> project-risk, client-events
     conversations [conversation_id]        \\ conversation_indicators -> table: indicator states

@@ -1,6 +1,6 @@
 """The three project folds over a batch, as the topology runs them: decode, check the key, fold (`fold_records`).
 
-    thread-state + conversation-links [thread_id]      -> routes_batch     -> ThreadRoutes
+    thread-state + conversation-links + task-importance [thread_id] -> routes_batch -> ThreadRoutes
     thread-state-by-project [project_id] (+ the timer) -> projects_batch   -> ProjectState   (retire_idle_projects)
     conversations + conversation-threads [conversation_id] -> indicators_batch -> ConversationIndicatorState
 
@@ -20,6 +20,7 @@ from schemas.projects import (
     ConversationLink,
     ProjectInput,
     ProjectState,
+    TaskImportance,
     ThreadRoutes,
 )
 from streams.batching import DEADLETTER, BatchResult, InputMessage, fold_records
@@ -34,8 +35,9 @@ from streams.projects.outputs import (
 )
 
 CONVERSATIONS = "conversations"
+TASK_IMPORTANCE = "task-importance"
 
-ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS)
+ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE)
 PROJECT_INPUTS = (THREAD_STATE_BY_PROJECT,)
 INDICATOR_INPUTS = (CONVERSATIONS, CONVERSATION_THREADS)
 
@@ -44,7 +46,11 @@ PROJECT_CODEC = Codec(ProjectState)
 INDICATOR_CODEC = Codec(ConversationIndicatorState)
 """Table values."""
 
-ROUTES_DECODERS = {THREAD_STATE: Codec(ThreadState), CONVERSATION_LINKS: Codec(ConversationLink)}
+ROUTES_DECODERS = {
+    THREAD_STATE: Codec(ThreadState),
+    CONVERSATION_LINKS: Codec(ConversationLink),
+    TASK_IMPORTANCE: Codec(TaskImportance),
+}
 PROJECT_DECODERS = {THREAD_STATE_BY_PROJECT: Codec(ProjectInput)}
 INDICATOR_DECODERS = {CONVERSATIONS: Codec(Conversation), CONVERSATION_THREADS: Codec(ConversationThread)}
 
@@ -120,10 +126,12 @@ def indicators_batch(
 
 
 def _route(
-    state: ThreadRoutes | None, record: ThreadState | ConversationLink, config: ProjectsConfig
+    state: ThreadRoutes | None, record: ThreadState | ConversationLink | TaskImportance, config: ProjectsConfig
 ) -> Change[ThreadRoutes]:
     if isinstance(record, ConversationLink):
         return routes.apply_link(state, record)
+    if isinstance(record, TaskImportance):
+        return routes.apply_importance(state, record)
     return routes.route_thread_state(state, record, config)
 
 

@@ -35,4 +35,5 @@ def seen_values(summary: ThreadContextSummary) -> tuple[object, ...]:
         summary.must_finish_before_compaction,
         expected_minute(summary.compaction_expected_at),
         summary.stale,
+        summary.task_importance,
     )

@@ -128,12 +128,19 @@ def _derived(ranked: list[LiveThread]) -> dict:
     risk = next_compaction_risk(ranked)
     requiring = [t for t in ranked if t.requires_handoff]
     return {
-        "active_thread_contexts": [t.summary for t in ranked],
+        "active_thread_contexts": [_shown_summary(t) for t in ranked],
         "next_compaction_risk_thread_id": risk.summary.thread_id if risk else None,
         "threads_requiring_handoff": [t.summary.thread_id for t in requiring],
         "master_context_strategy_summary": strategy_summary(ranked, requiring),
         "new_subtask_thread_ids": subtask_targets(ranked),
     }
+
+
+def _shown_summary(thread: LiveThread) -> ThreadContextSummary:
+    """The view's entry of a thread: its summary and the task importance that ranks it."""
+    if thread.task_importance is None:
+        return thread.summary
+    return thread.summary.model_copy(update={"task_importance": thread.task_importance})
 
 
 SUBTASK_LEVELS = frozenset({ContextBudgetLevel.SAFE, ContextBudgetLevel.WATCH})

@@ -21,6 +21,7 @@ from schemas.projects import (
     ConversationLink,
     LiveThread,
     ShownThread,
+    TaskImportance,
     ThreadInProject,
     ThreadLeft,
     ThreadRoutes,
@@ -45,7 +46,8 @@ def route_thread_state(
     if held is not None and held.project_id != shown.project_id:
         left = ThreadLeft(thread_id=thread.thread_id, project_id=held.project_id, left_at=thread.updated_at)
         emits.append(Emit(THREAD_STATE_BY_PROJECT, held.project_id, left))
-    live = ThreadInProject(project_id=thread.project_id, thread=live_thread(thread))
+    importance = routes.importance.task_importance if routes.importance else None
+    live = ThreadInProject(project_id=thread.project_id, thread=live_thread(thread, importance))
     if _forward_due(routes.forwarded, live, config):
         update["forwarded"] = live
         emits.append(Emit(THREAD_STATE_BY_PROJECT, thread.project_id, live))
@@ -69,6 +71,23 @@ def apply_link(routes: ThreadRoutes | None, link: ConversationLink) -> Change[Th
         routes.model_copy(update={"conversation_ids": linked}),
         [_to_conversation(link.conversation_id, shown)] if shown is not None else [],
     )
+
+
+def apply_importance(routes: ThreadRoutes | None, importance: TaskImportance) -> Change[ThreadRoutes]:
+    """The thread's task importance was set: kept for its next forwards, and its project re-ranks it at once with
+    the values last forwarded (an importance set before the thread's first state waits for that state)."""
+    routes = routes or ThreadRoutes(thread_id=importance.thread_id)
+    held = routes.importance
+    if held is not None and (importance.set_at, importance.task_importance) <= (held.set_at, held.task_importance):
+        return UNCHANGED  # a replay, or older than the importance in force
+    update: dict[str, object] = {"importance": importance}
+    emits: list[Emit] = []
+    forwarded = routes.forwarded
+    if forwarded is not None and forwarded.thread.task_importance != importance.task_importance:
+        thread = forwarded.thread.model_copy(update={"task_importance": importance.task_importance})
+        update["forwarded"] = forwarded.model_copy(update={"thread": thread})
+        emits.append(Emit(THREAD_STATE_BY_PROJECT, forwarded.project_id, update["forwarded"]))
+    return Change(routes.model_copy(update=update), emits)
 
 
 def shown_thread(thread: ThreadState) -> ShownThread:

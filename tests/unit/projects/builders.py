@@ -13,7 +13,7 @@ from core.actions import actions_for_level
 from core.levels import classify_level
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.codec import encode_record
-from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, ThreadRoutes
+from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, TaskImportance, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
 from streams.batching import BatchResult, DecodedStates, InputMessage
@@ -159,6 +159,12 @@ def live(
     )
 
 
+def importance(thread: str, value: int, *, seconds: float = 0, project: str = "proj-1") -> TaskImportance:
+    return TaskImportance(
+        thread_id=thread, project_id=project, task_importance=value, set_by="master", set_at=at(seconds)
+    )
+
+
 class Pipeline:
     """The three folds with their tables, fed and connected through their internal topics, as the topology would.
 
@@ -174,6 +180,10 @@ class Pipeline:
     def thread(self, state: ThreadState) -> list[Emit]:
         change = routes.route_thread_state(self.routes.get(state.thread_id), state, CONFIG)
         return self._run(self._keep(self.routes, state.thread_id, change), state.updated_at)
+
+    def importance(self, record: TaskImportance) -> list[Emit]:
+        change = routes.apply_importance(self.routes.get(record.thread_id), record)
+        return self._run(self._keep(self.routes, record.thread_id, change), record.set_at)
 
     def conversation(self, entry: Conversation) -> list[Emit]:
         key = entry.conversation_id

@@ -1,0 +1,59 @@
+"""`PUT /api/v1/threads/{thread_id}/task-importance`: the importance of a thread's task (spec 8.1 ranks by it).
+
+Roles: user, operator (within the thread's project). The thread must be one the API's thread book knows (the engine's
+`thread-state`), so the importance is set for a project the caller may see; an unknown or invisible thread answers
+404. The record goes onto the compacted `task-importance` topic keyed by thread, which the routing fold folds into
+the thread's project view (`streams.projects.routes.apply_importance`); the topic and the fold's changelog keep it
+across restarts.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Request, Response
+
+from api.bodies import decode_body, json_body_openapi, read_body
+from api.deps import Context, Reader, not_found, path_id
+from api.responses import errors, record_response
+from api.views import TaskImportanceRequest
+from schemas.codec import encode_record
+from schemas.projects import TaskImportance
+
+router = APIRouter(tags=["fleet"])
+
+MAX_BODY_BYTES = 1024
+
+
+@router.put(
+    "/api/v1/threads/{thread_id}/task-importance",
+    status_code=202,
+    response_model=TaskImportance,
+    responses=errors(401, 403, 404, 413, 422, 503),
+    openapi_extra=json_body_openapi(TaskImportanceRequest),
+)
+async def put_task_importance(
+    thread_id: Annotated[str, path_id("The thread whose task it is.")],
+    request: Request,
+    context: Context,
+    caller: Reader,
+) -> Response:
+    """Roles: user, operator (within the thread's project). Higher importance ranks the thread first among threads
+    of its project that are otherwise equal (same level, must-finish, facts and expected compaction minute)."""
+    body = decode_body(
+        TaskImportanceRequest, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds)
+    )
+    known = context.kafka.threads.known(thread_id)
+    if known is None or not caller.sees(known.project_id):
+        raise not_found("thread")
+    record = TaskImportance(
+        thread_id=thread_id,
+        project_id=known.project_id,
+        task_importance=body.task_importance,
+        set_by=caller.subject,
+        set_at=datetime.now(UTC),
+    )
+    topic = context.settings.topic("task-importance")
+    await context.kafka.publisher.publish(topic, thread_id.encode(), encode_record(record))
+    return record_response(record, 202)
