@@ -68,7 +68,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(ALERT_COMMANDS_BY_THREAD, "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
     TopicSpec("thread-state-by-project", "project_id", False, "ThreadState | ThreadLeft re-keyed by project"),
     TopicSpec("conversation-links", "thread_id", False, "ConversationLink: a conversation shows a thread or stops"),
-    TopicSpec("conversation-threads", "conversation_id", False, "ConversationThread: ring values of a shown thread"),
+    TopicSpec(
+        "conversation-threads",
+        "conversation_id",
+        False,
+        "ConversationThread: ring values of a shown thread; ConversationRelay",
+    ),
     TopicSpec(
         "deadletter",
         "source key",

@@ -6,6 +6,8 @@ the values of their tables and of the topics between them:
     thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
         -> thread-state-by-project [project_id]: ThreadInProject | ThreadLeft -> ProjectState
         -> conversation-threads [conversation_id]: ConversationThread
+    handoff-packages [from_thread_id] -> ThreadRoutes
+        -> conversation-threads [conversation_id]: ConversationRelay (a consumed package: spec 7.3)
     task-importance [thread_id] -> ThreadRoutes (the importance ranks the thread in its project)
     conversations [conversation_id] + conversation-threads -> ConversationIndicatorState
         -> conversation-links [thread_id]: ConversationLink
@@ -96,6 +98,16 @@ class ConversationLink(Record):
     conversation_id: Id
     thread_id: Id
     linked: Flag
+
+
+class ConversationRelay(Record):
+    """A record of `conversation-threads` [conversation_id]: a package of the thread the conversation shows was
+    consumed into `to_thread_id` (spec 7.3); a master conversation showing `from_thread_id` moves to the relay."""
+
+    conversation_id: Id
+    from_thread_id: Id
+    to_thread_id: Id
+    relayed_at: Timestamp = Field(description="`consumed_at` of the package.")
 
 
 class TaskImportance(Record):

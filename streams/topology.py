@@ -21,12 +21,13 @@
     aggregates:
     thread-state [thread_id]               \\ route_thread_state      -> table: thread routes
     conversation-links [thread_id]         |                         -> thread-state-by-project, conversation-threads
-    task-importance [thread_id]            /
+    task-importance [thread_id]            |
+    handoff-packages [thread_id]           /                         (a consumed package: conversation-threads)
     thread-state-by-project [project_id]  -> project_risk (+ timer)  -> table: project states
                                                                      -> project-risk, client-events
     conversations [conversation_id]        \\ conversation_indicators -> table: indicator states
     conversation-threads [conversation_id] /                         -> conversation-indicators, conversation-links,
-                                                                        client-events
+                                                                        client-events, conversations (spec 7.3 move)
 
     sinks:
     thread-state, alerts, context-events, ... (sinks.tables.ROUTES) -> clickhouse_sink (+ timer) -> ClickHouse tables

@@ -1,6 +1,6 @@
 """The three project folds over a batch, as the topology runs them: decode, check the key, fold (`fold_records`).
 
-    thread-state + conversation-links + task-importance [thread_id] -> routes_batch -> ThreadRoutes
+    thread-state + conversation-links + task-importance + handoff-packages [thread_id] -> routes_batch -> ThreadRoutes
     thread-state-by-project [project_id] (+ the timer) -> projects_batch   -> ProjectState   (retire_idle_projects)
     conversations + conversation-threads [conversation_id] -> indicators_batch -> ConversationIndicatorState
 
@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from core.topics import THREAD_STATE
-from schemas import Codec, Conversation, ThreadState
+from core.topics import HANDOFF_PACKAGES, THREAD_STATE
+from schemas import Codec, Conversation, HandoffPackage, ThreadState
 from schemas.projects import (
     ConversationIndicatorState,
     ConversationLink,
+    ConversationRelay,
     ProjectInput,
     ProjectState,
     TaskImportance,
@@ -29,15 +30,15 @@ from streams.projects.config import ProjectsConfig
 from streams.projects.outputs import (
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
+    CONVERSATIONS,
     THREAD_STATE_BY_PROJECT,
     Change,
     ConversationThread,
 )
 
-CONVERSATIONS = "conversations"
 TASK_IMPORTANCE = "task-importance"
 
-ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE)
+ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES)
 PROJECT_INPUTS = (THREAD_STATE_BY_PROJECT,)
 INDICATOR_INPUTS = (CONVERSATIONS, CONVERSATION_THREADS)
 
@@ -50,9 +51,15 @@ ROUTES_DECODERS = {
     THREAD_STATE: Codec(ThreadState),
     CONVERSATION_LINKS: Codec(ConversationLink),
     TASK_IMPORTANCE: Codec(TaskImportance),
+    HANDOFF_PACKAGES: Codec(HandoffPackage),
 }
 PROJECT_DECODERS = {THREAD_STATE_BY_PROJECT: Codec(ProjectInput)}
-INDICATOR_DECODERS = {CONVERSATIONS: Codec(Conversation), CONVERSATION_THREADS: Codec(ConversationThread)}
+INDICATOR_DECODERS = {
+    CONVERSATIONS: Codec(Conversation),
+    CONVERSATION_THREADS: Codec(ConversationThread | ConversationRelay),
+}
+SHARED_INPUTS = (THREAD_STATE, HANDOFF_PACKAGES)
+"""Inputs the engine or the projection reads too and dead-letters, once, when invalid."""
 
 
 def routes_batch(
@@ -66,14 +73,13 @@ def routes_batch(
         messages,
         load,
         ROUTES_DECODERS,
-        key_of=lambda record: record.thread_id,
+        key_of=lambda record: record.from_thread_id if isinstance(record, HandoffPackage) else record.thread_id,
         apply=lambda state, record, _logged_at: _route(state, record, config),
         now=now,
         prefix=prefix,
     )
-    # The projection fold reads `thread-state` too and dead-letters an invalid record there, once.
-    source = f"{prefix}{THREAD_STATE}"
-    result.emits = [e for e in result.emits if e.topic != DEADLETTER or e.record.source_topic != source]
+    shared = {f"{prefix}{topic}" for topic in SHARED_INPUTS}
+    result.emits = [e for e in result.emits if e.topic != DEADLETTER or e.record.source_topic not in shared]
     return result
 
 
@@ -126,18 +132,24 @@ def indicators_batch(
 
 
 def _route(
-    state: ThreadRoutes | None, record: ThreadState | ConversationLink | TaskImportance, config: ProjectsConfig
+    state: ThreadRoutes | None,
+    record: ThreadState | ConversationLink | TaskImportance | HandoffPackage,
+    config: ProjectsConfig,
 ) -> Change[ThreadRoutes]:
     if isinstance(record, ConversationLink):
         return routes.apply_link(state, record)
+    if isinstance(record, HandoffPackage):
+        return routes.relay_conversations(state, record)
     if isinstance(record, TaskImportance):
         return routes.apply_importance(state, record)
     return routes.route_thread_state(state, record, config)
 
 
 def _indicate(
-    state: ConversationIndicatorState | None, record: Conversation | ConversationThread
+    state: ConversationIndicatorState | None, record: Conversation | ConversationThread | ConversationRelay
 ) -> Change[ConversationIndicatorState]:
     if isinstance(record, ConversationThread):
         return indicators.apply_shown_thread(state, record.shown)
+    if isinstance(record, ConversationRelay):
+        return indicators.apply_relay(state, record)
     return indicators.apply_conversation(state, record)

@@ -23,8 +23,16 @@ from schemas import (
     ConversationItem,
     ConversationType,
 )
-from schemas.projects import ConversationIndicatorState, ConversationLink, ShownThread
-from streams.projects.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, CONVERSATION_LINKS, Change, Emit, stable_id
+from schemas.projects import ConversationIndicatorState, ConversationLink, ConversationRelay, ShownThread
+from streams.projects.outputs import (
+    CLIENT_EVENTS,
+    CONVERSATION_INDICATORS,
+    CONVERSATION_LINKS,
+    CONVERSATIONS,
+    Change,
+    Emit,
+    stable_id,
+)
 from streams.projects.resolution import ring_percent
 
 NEWS_FIELDS = tuple(name for name in ConversationItem.model_fields if name != "context_budget_updated_at")
@@ -63,6 +71,27 @@ def apply_shown_thread(
     conversation_id = state.conversation.conversation_id
     cause = stable_id(conversation_id, shown.thread_id, shown.updated_at.isoformat())
     return _republish(state.model_copy(update={"shown": shown}), state.conversation, cause, [])
+
+
+def apply_relay(
+    state: ConversationIndicatorState | None, relay: ConversationRelay
+) -> Change[ConversationIndicatorState]:
+    """The main thread of a master conversation handed its work to a relay thread: the conversation now shows the
+    relay (spec 7.3). The moved entry goes back onto the `conversations` registry, so the registry says what the ring
+    shows; reading it back changes nothing. Other conversation types keep their thread."""
+    conversation = state.conversation if state is not None else None
+    if (
+        state is None
+        or conversation is None
+        or conversation.conversation_type is not ConversationType.MASTER_AGENT
+        or shown_thread_id(conversation) != relay.from_thread_id
+    ):
+        return UNCHANGED
+    moved = conversation.model_copy(
+        update={"thread_ids": [relay.to_thread_id], "updated_at": max(relay.relayed_at, conversation.updated_at)}
+    )
+    change = apply_conversation(state, moved)
+    return Change(change.state, [*change.emits, Emit(CONVERSATIONS, moved.conversation_id, moved)])
 
 
 def shown_thread_id(conversation: Conversation | None) -> str | None:

@@ -14,9 +14,11 @@ CONVERSATION_INDICATORS = "conversation-indicators"
 THREAD_STATE_BY_PROJECT = "thread-state-by-project"
 CONVERSATION_THREADS = "conversation-threads"
 CONVERSATION_LINKS = "conversation-links"
+CONVERSATIONS = "conversations"
 
 __all__ = [
     "CLIENT_EVENTS",
+    "CONVERSATIONS",
     "CONVERSATION_INDICATORS",
     "CONVERSATION_LINKS",
     "CONVERSATION_THREADS",

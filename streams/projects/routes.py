@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schemas import ThreadState
+from schemas import HandoffPackage, PackageStatus, ThreadState
 from schemas.projects import (
     MAX_LINKED_CONVERSATIONS,
     ConversationLink,
+    ConversationRelay,
     LiveThread,
     ShownThread,
     TaskImportance,
@@ -88,6 +89,31 @@ def apply_importance(routes: ThreadRoutes | None, importance: TaskImportance) ->
         update["forwarded"] = forwarded.model_copy(update={"thread": thread})
         emits.append(Emit(THREAD_STATE_BY_PROJECT, forwarded.project_id, update["forwarded"]))
     return Change(routes.model_copy(update=update), emits)
+
+
+def relay_conversations(routes: ThreadRoutes | None, package: HandoffPackage) -> Change[ThreadRoutes]:
+    """A package of the thread was consumed into a relay thread: each conversation showing the thread hears of it,
+    and a master conversation moves to the relay (spec 7.3, `indicators.apply_relay`). Other versions change
+    nothing here; a replayed consume repeats the relay, which the indicator fold then finds already applied."""
+    if routes is None or package.package_status is not PackageStatus.CONSUMED or package.to_thread_id is None:
+        return UNCHANGED
+    relayed_at = package.consumed_at or package.created_at
+    return Change(
+        None,
+        [
+            Emit(
+                CONVERSATION_THREADS,
+                conversation_id,
+                ConversationRelay(
+                    conversation_id=conversation_id,
+                    from_thread_id=package.from_thread_id,
+                    to_thread_id=package.to_thread_id,
+                    relayed_at=relayed_at,
+                ),
+            )
+            for conversation_id in routes.conversation_ids
+        ],
+    )
 
 
 def shown_thread(thread: ThreadState) -> ShownThread:

@@ -13,7 +13,14 @@ from core.actions import actions_for_level
 from core.levels import classify_level
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.codec import encode_record
-from schemas.projects import ConversationIndicatorState, LiveThread, ProjectState, TaskImportance, ThreadRoutes
+from schemas.projects import (
+    ConversationIndicatorState,
+    ConversationRelay,
+    LiveThread,
+    ProjectState,
+    TaskImportance,
+    ThreadRoutes,
+)
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
 from streams.batching import BatchResult, DecodedStates, InputMessage
@@ -185,6 +192,10 @@ class Pipeline:
         change = routes.apply_importance(self.routes.get(record.thread_id), record)
         return self._run(self._keep(self.routes, record.thread_id, change), record.set_at)
 
+    def package(self, package: HandoffPackage) -> list[Emit]:
+        change = routes.relay_conversations(self.routes.get(package.from_thread_id), package)
+        return self._run(self._keep(self.routes, package.from_thread_id, change), package.created_at)
+
     def conversation(self, entry: Conversation) -> list[Emit]:
         key = entry.conversation_id
         change = indicators.apply_conversation(self.conversations.get(key), entry)
@@ -214,7 +225,11 @@ class Pipeline:
                 change = risk.apply_project_input(self.projects.get(key), emit.record, now, CONFIG)
                 queue += self._keep(self.projects, key, change)
             elif emit.topic == CONVERSATION_THREADS:
-                change = indicators.apply_shown_thread(self.conversations.get(key), emit.record.shown)
+                held = self.conversations.get(key)
+                if isinstance(emit.record, ConversationRelay):
+                    change = indicators.apply_relay(held, emit.record)
+                else:
+                    change = indicators.apply_shown_thread(held, emit.record.shown)
                 queue += self._keep(self.conversations, key, change)
             elif emit.topic == CONVERSATION_LINKS:
                 queue += self._keep(self.routes, key, routes.apply_link(self.routes.get(key), emit.record))
