@@ -2,8 +2,10 @@
 
 An action is issued once per compaction cycle when its level asks for it, and clears when it is satisfied (a ready
 package for the current cycle does `prepare_handoff`), when a worker or the master says it is done, or when it stops
-being due (the level moved on) or the thread compacts (superseded). Pure functions over the thread's items; the fold
-turns each change into a `MasterActionRecord` version on `master-actions`.
+being due (the level moved on) or the thread compacts (superseded). A manual `compact_now` (seed 000) is issued by a
+request instead of a level: the level never supersedes it, the thread's compaction completes it, and a newer request
+supersedes it. Pure functions over the thread's items; the fold turns each change into a `MasterActionRecord` version
+on `master-actions`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from schemas.master_actions import REQUESTABLE_ACTIONS
 ENGINE = "engine"
 SATISFIED_BY_READY_PACKAGE = frozenset({MasterAction.PREPARE_HANDOFF})
 """What a ready package of the current cycle accomplishes by itself existing."""
+MANUAL = frozenset({MasterAction.COMPACT_NOW})
+"""Actions only a manual request issues, never a level: the level's reconciling leaves them alone."""
+DONE_BY_COMPACTION = frozenset({MasterAction.COMPACT_NOW})
+"""What the thread's compaction accomplishes: a compaction observed completes them instead of superseding them."""
 
 _State = MasterActionState
 _COMMAND_MOVES: dict[MasterActionCommandKind, dict[MasterActionState, MasterActionState]] = {
@@ -60,7 +66,7 @@ def reconcile(
     changes: list[Change] = []
     kept: list[MasterActionItem] = []
     for item in items:
-        if item.action in due:
+        if item.action in due or item.action in MANUAL:
             kept.append(item)
         elif item.open:
             changes.append(Change(_moved(item, _State.SUPERSEDED, now), ENGINE, "level_changed"))
@@ -82,13 +88,49 @@ def reconcile(
             if item.open and item.action in SATISFIED_BY_READY_PACKAGE:
                 kept[index] = _moved(item, _State.DONE, now)
                 changes.append(Change(kept[index], ENGINE, "handoff_ready"))
-    kept.sort(key=lambda item: due.index(item.action))
+    kept.sort(key=lambda item: due.index(item.action) if item.action in due else len(due))
     return kept, changes
 
 
-def supersede_open(items: Sequence[MasterActionItem], now: datetime, reason: str) -> list[Change]:
-    """Every open item superseded (the thread compacted: the cycle they belonged to is over)."""
-    return [Change(_moved(item, _State.SUPERSEDED, now), ENGINE, reason) for item in items if item.open]
+def request_manual(
+    items: Sequence[MasterActionItem],
+    action: MasterAction,
+    *,
+    level: ContextBudgetLevel,
+    thread_id: str,
+    cause: str,
+    requested_by: str,
+    now: datetime,
+) -> tuple[list[MasterActionItem], list[Change]]:
+    """A manual action issued (its id from the request's cause); an open one of the same action it replaces is
+    superseded. A repeat of the same request changes nothing."""
+    action_id = f"{thread_id}:{action.value}:{cause}"
+    held = next((item for item in items if item.action is action), None)
+    if held is not None and held.action_id == action_id:
+        return list(items), []
+    changes = [Change(_moved(held, _State.SUPERSEDED, now), ENGINE, "newer_request")] if held and held.open else []
+    issued = MasterActionItem(
+        action_id=action_id,
+        action=action,
+        state=_State.ISSUED,
+        context_budget_level=level,
+        issued_at=now,
+        state_changed_at=now,
+    )
+    kept = [item for item in items if item.action is not action]
+    return [*kept, issued], [*changes, Change(issued, ENGINE, f"requested by {requested_by}")]
+
+
+def end_cycle(items: Sequence[MasterActionItem], now: datetime) -> list[Change]:
+    """The thread compacted: the cycle the open items belonged to is over. What the compaction accomplishes is done,
+    the rest superseded."""
+    return [
+        Change(_moved(item, _State.DONE, now), ENGINE, "compacted")
+        if item.action in DONE_BY_COMPACTION
+        else Change(_moved(item, _State.SUPERSEDED, now), ENGINE, "compacted")
+        for item in items
+        if item.open
+    ]
 
 
 def apply_command(
@@ -130,9 +172,12 @@ def request(
 def still_owed(
     due: Sequence[MasterAction], items: Sequence[MasterActionItem]
 ) -> tuple[list[MasterAction], list[MasterActionItem]]:
-    """Of the level's actions, those not done in this cycle, and the already-issued open items among them."""
+    """Of the level's actions, those not done in this cycle, and the already-issued open items among them; an open
+    requested action (a manual compaction) is owed whatever the level."""
     done = {item.action for item in items if item.state is _State.DONE}
-    return [a for a in due if a not in done], [item for item in items if item.open and item.action in due]
+    requested = [item for item in items if item.open and item.action in MANUAL and item.action not in due]
+    owed = [a for a in due if a not in done] + [item.action for item in requested]
+    return owed, [item for item in items if item.open and (item.action in due or item.action in MANUAL)]
 
 
 def record(change: Change, thread_id: str, project_id: str, checklist: WrapUpChecklist) -> MasterActionRecord:
@@ -144,7 +189,7 @@ def record(change: Change, thread_id: str, project_id: str, checklist: WrapUpChe
         context_budget_level=item.context_budget_level,
         actions=[item.action],
         checklist=checklist,
-        reason=f"level {item.context_budget_level.value}",
+        reason="manual request" if item.action in MANUAL else f"level {item.context_budget_level.value}",
         issued_at=item.issued_at,
         state=item.state,
         state_changed_at=item.state_changed_at,

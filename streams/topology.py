@@ -8,8 +8,7 @@
 
     projection:
     session-events [thread_id]   \\ thread_projection -> table: projections
-    thread-state [thread_id]     /                    -> snapshots (estimator), master-actions (compact_now),
-                                                         compactions, deadletter
+    thread-state [thread_id]     /                    -> snapshots (estimator), compactions, deadletter
 
     engine:
     snapshots [thread_id]          \\

@@ -96,7 +96,8 @@ async def request_compaction(
     thread_id: Annotated[str, path_id("The thread to compact.")], context: Context, caller: Reader
 ) -> Response:
     """Roles: user, operator (within the thread's project). A manual compaction request (seed 000 `compact_now`):
-    a `compact_requested` session event, which the projection turns into a `compact_now` master action."""
+    a `compact_requested` session event, which the engine issues as a `compact_now` master action (open until the
+    thread's compaction is observed)."""
     row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
     if row is None or not caller.sees(row["project_id"]):
         raise not_found("thread")

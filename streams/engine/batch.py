@@ -27,6 +27,7 @@ from schemas import (
     AlertCommand,
     Codec,
     CompactionStarted,
+    CompactRequested,
     DecodeError,
     HandoffPackage,
     MasterActionCommand,
@@ -43,6 +44,7 @@ from streams.engine.fold import (
     ThreadSlot,
     apply_ack,
     apply_action_command,
+    apply_compact_request,
     apply_compaction_started,
     apply_handoff,
     apply_snapshot,
@@ -70,7 +72,8 @@ def _decode(message: InputMessage) -> tuple[str, object] | None:
         except DecodeError:
             return None  # the projection fold reads the same topic and dead-letters it, once
         # Usage samples, surface events and manifests feed the projection fold, not the engine.
-        return (event.thread_id, event) if isinstance(event, WorkFactChanged | CompactionStarted) else None
+        engine_events = WorkFactChanged | CompactionStarted | CompactRequested
+        return (event.thread_id, event) if isinstance(event, engine_events) else None
     if message.topic == HANDOFF_PACKAGES:
         package = HANDOFF_CODEC.decode(message.value)
         return package.from_thread_id, package
@@ -93,6 +96,8 @@ def _fold(
             return apply_work_fact(slot, record, now, config)
         case CompactionStarted():
             return apply_compaction_started(slot, record, now, config)
+        case CompactRequested():
+            return apply_compact_request(slot, record, now)
         case HandoffPackage():
             return apply_handoff(slot, record, now, config)
         case AlertCommand():

@@ -25,6 +25,7 @@ from schemas import (
     AlertCommand,
     AlertType,
     CompactionStarted,
+    CompactRequested,
     ContextBudgetLevel,
     ContextEvent,
     ContextEventType,
@@ -166,7 +167,7 @@ def apply_snapshot(
     cause = snapshot.snapshot_id
     emits = [_context_event(state, ContextEventType.UPDATED, cause, "compaction" if compacted else "snapshot")]
     if compacted:
-        emits += _action_emits(state, action_lifecycle.supersede_open(carried.master_actions, now, "compacted"))
+        emits += _action_emits(state, action_lifecycle.end_cycle(carried.master_actions, now))
     if previous is not None and previous.context_budget_level is not level:
         emits.append(_context_event(state, ContextEventType.LEVEL_CHANGED, cause, previous=previous))
     state, derived = _derive(state, cause, now, config)
@@ -237,6 +238,27 @@ def apply_action_command(
         return UNCHANGED
     state = slot.state.model_copy(update={"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, [change]))
+
+
+def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now: datetime) -> Step:
+    """A manual compaction was requested (seed 000 `compact_now`): an action issued to the thread's worker, open
+    until the thread's compaction is observed. A thread the engine has no state for yet has no one to issue it to."""
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    state = slot.state
+    items, changes = action_lifecycle.request_manual(
+        state.master_actions,
+        MasterAction.COMPACT_NOW,
+        level=state.context_budget_level,
+        thread_id=state.thread_id,
+        cause=event.event_id,
+        requested_by=event.requested_by,
+        now=now,
+    )
+    if not changes:
+        return UNCHANGED
+    state = state.model_copy(update={"master_actions": items, "updated_at": now})
+    return Step(ThreadSlot(state=state), _action_emits(state, changes))
 
 
 def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, config: EngineConfig) -> Step:

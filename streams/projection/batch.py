@@ -5,9 +5,9 @@ engine treats it like any worker's report and its precedence rules decide whethe
 needs the thread's node, worker and project: they come from the events when the producer sets them, else from the
 engine's `thread-state`. An event whose reading cannot be published for want of them is still folded, and goes to
 the dead-letter topic (`identity_unknown`) so the gap is seen; the first event once they are known publishes.
-Manual compaction requests leave as `compact_now` master actions, finished compactions as `compactions` records
-for the history tables; every reading also leaves as a `thread-projections` record (projected and sampled tokens,
-window, forecast band, latest manifest) for readers.
+Finished compactions leave as `compactions` records for the history tables (a manual compaction request is the
+engine's: its `compact_now` action has the lifecycle of the others); every reading also leaves as a
+`thread-projections` record (projected and sampled tokens, window, forecast band, latest manifest) for readers.
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ from schemas import (
     CompactionCompleted,
     CompactionFinished,
     CompactionStarted,
-    CompactRequested,
-    ContextBudgetLevel,
-    MasterAction,
-    MasterActionRecord,
     SourceKind,
     ThreadContextSnapshot,
     ThresholdPolicy,
@@ -40,7 +36,6 @@ from schemas.session_events import SessionEvent
 from schemas.state import ThreadState
 from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
 from streams.engine.batch import EVENT_CODEC
-from streams.engine.fold import MASTER_ACTIONS
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
@@ -114,8 +109,6 @@ def apply(
                 f"folded, but its budget reading cannot become a snapshot: no {', '.join(missing)} for thread "
                 f"{changed.thread_id} (set them on the event, or report the thread's context first)",
             )
-    if step.compact_requested is not None and changed.project_id is not None:
-        emits.append(Emit(MASTER_ACTIONS, changed.thread_id, _compact_now(changed, step.compact_requested)))
     if isinstance(record, CompactionCompleted) and changed.project_id is not None:
         emits.append(Emit(COMPACTIONS, changed.thread_id, _finished(changed, record, projection.profiles)))
     return Change(changed, emits, unidentified)
@@ -214,20 +207,6 @@ def _identified(state: ProjectionState, event: SessionEvent) -> ProjectionState:
             state.previous_wrap_up_requested if counted else state.wrap_up_requested
         )
     return state.model_copy(update=update) if update else state
-
-
-def _compact_now(state: ProjectionState, request: CompactRequested) -> MasterActionRecord:
-    assert state.project_id is not None
-    level = state.last_reading.level if state.last_reading else ContextBudgetLevel.SAFE
-    return MasterActionRecord(
-        action_id=f"{state.thread_id}:compact_now:{request.event_id}",
-        thread_id=state.thread_id,
-        project_id=state.project_id,
-        context_budget_level=level,
-        actions=[MasterAction.COMPACT_NOW],
-        reason=f"manual compaction requested by {request.requested_by}",
-        issued_at=request.occurred_at,
-    )
 
 
 def _finished(state: ProjectionState, completed: CompactionCompleted, profiles: ProfileSet) -> CompactionFinished:

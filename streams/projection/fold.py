@@ -63,8 +63,6 @@ class ProjectionStep:
     """The new state; None when the event changed nothing."""
     reading: BudgetReading | None = None
     """Emitted when the budget moved by the configured step, crossed a level boundary, or a compaction landed."""
-    compact_requested: CompactRequested | None = None
-    """A manual compaction request, to forward as a `compact_now` master action."""
 
 
 UNCHANGED = ProjectionStep(None)
@@ -96,7 +94,7 @@ def fold(
     if reading is not None:
         mark = ReadingMark(pct=reading.context_budget_remaining_pct, level=reading.context_budget_level)
         changed = changed.model_copy(update={"last_reading": mark, "readings_emitted": reading.sequence})
-    return ProjectionStep(changed, reading, event if isinstance(event, CompactRequested) else None)
+    return ProjectionStep(changed, reading)
 
 
 def budget_reading(

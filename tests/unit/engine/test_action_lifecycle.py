@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from core.action_lifecycle import still_owed
 from core.engine_config import EngineConfig
-from core.topics import MASTER_ACTION_COMMANDS
-from schemas import DEFAULT_POLICY, MasterAction, MasterActionRecord, ThreadMasterActionIssued
+from core.topics import MASTER_ACTION_COMMANDS, SESSION_EVENTS
+from schemas import DEFAULT_POLICY, CompactRequested, MasterAction, MasterActionRecord, ThreadMasterActionIssued
+from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.engine.batch import process_batch
-from streams.engine.fold import apply_action_command, apply_handoff
+from streams.engine.fold import apply_action_command, apply_compact_request, apply_handoff
 from tests.unit.engine.builders import action_command, at, package
 from tests.unit.engine.test_fold import Thread
 
@@ -124,3 +126,79 @@ def test_commands_arrive_on_their_topic_keyed_by_thread_and_a_wrong_key_is_dead_
     [done] = [e.record for e in result.emits if e.topic == "master-actions"]
     assert (done.action_id, done.state.value) == (target, "done")
     assert result.states["thread-a"].state.master_actions[1].state.value == "done"
+
+
+def _compact_request(thread: Thread, seconds: float, event_id: str = "req-1") -> list:
+    request = CompactRequested(
+        thread_id="thread-a", event_id=event_id, occurred_at=at(seconds), project_id="proj-1", requested_by="kris"
+    )
+    return thread.feed(apply_compact_request(thread.slot, request, at(seconds)))
+
+
+def test_a_manual_compaction_request_issues_compact_now_whatever_the_level() -> None:
+    thread = Thread()
+    thread.snap(90, 0)
+    [issued] = records(_compact_request(thread, 5))
+    assert (issued.action_id, issued.actions, issued.state.value) == (
+        "thread-a:compact_now:req-1",
+        [A.COMPACT_NOW],
+        "issued",
+    )
+    assert (issued.reason, issued.state_reason, issued.changed_by) == ("manual request", "requested by kris", "engine")
+    moved = records(thread.snap(55, 10)) + records(thread.snap(95, 20))  # the level's actions come and go
+    assert {r.state.value for r in moved if r.actions != [A.COMPACT_NOW]} == {"issued", "superseded"}
+    assert [r for r in moved if r.actions == [A.COMPACT_NOW]] == []
+    assert states(thread)["compact_now"] == "issued"
+
+
+def test_compact_now_is_done_when_the_threads_compaction_is_observed_and_the_level_actions_superseded() -> None:
+    thread = Thread()
+    thread.snap(35, 0)
+    _compact_request(thread, 5)
+    ack = action_command("thread-a:compact_now:req-1", "ack", seconds=6)
+    [acked] = records(thread.feed(apply_action_command(thread.slot, ack, at(6), CONFIG)))
+    assert (acked.state.value, acked.changed_by) == ("acknowledged", "master")
+    ended = [r for r in records(thread.snap(95, 10, compactions=1)) if r.state_reason == "compacted"]
+    assert {(r.actions[0], r.state.value) for r in ended if r.actions == [A.COMPACT_NOW]} == {(A.COMPACT_NOW, "done")}
+    assert {r.state.value for r in ended if r.actions != [A.COMPACT_NOW]} == {"superseded"}
+    assert "compact_now" not in states(thread)
+
+
+def test_a_newer_request_supersedes_the_open_one_and_a_repeat_changes_nothing() -> None:
+    thread = Thread()
+    thread.snap(90, 0)
+    _compact_request(thread, 1, "req-1")
+    assert _compact_request(thread, 2, "req-1") == []
+    moved = [(r.action_id, r.state.value, r.state_reason) for r in records(_compact_request(thread, 3, "req-2"))]
+    assert moved == [
+        ("thread-a:compact_now:req-1", "superseded", "newer_request"),
+        ("thread-a:compact_now:req-2", "issued", "requested by kris"),
+    ]
+    held = [item.action_id for item in thread.state.master_actions if item.action is A.COMPACT_NOW]
+    assert held == ["thread-a:compact_now:req-2"]
+
+
+def test_a_request_for_a_thread_the_engine_does_not_know_issues_nothing() -> None:
+    assert records(_compact_request(Thread(), 0)) == []
+
+
+def test_the_worker_is_owed_an_open_compact_now_until_it_is_done() -> None:
+    thread = Thread()
+    thread.snap(90, 0)
+    _compact_request(thread, 1)
+    owed, items = still_owed([], thread.state.master_actions)  # a level asking nothing of the thread
+    assert (owed, [i.action for i in items]) == ([A.COMPACT_NOW], [A.COMPACT_NOW])
+    done = action_command("thread-a:compact_now:req-1", "done", seconds=2)
+    thread.feed(apply_action_command(thread.slot, done, at(2), CONFIG))
+    assert still_owed([], thread.state.master_actions) == ([], [])
+
+
+def test_the_engine_batch_takes_compact_requested_from_session_events() -> None:
+    thread = Thread()
+    thread.snap(90, 0)
+    request = CompactRequested(
+        thread_id="thread-a", event_id="req-9", occurred_at=at(4), project_id="proj-1", requested_by="kris"
+    )
+    message = InputMessage(SESSION_EVENTS, 0, 0, b"thread-a", encode_record(request), timestamp=at(4))
+    result = process_batch([message], {"thread-a": thread.slot}.get, lambda _: DEFAULT_POLICY, at(4), CONFIG, "")
+    assert [r.action_id for r in records(result.emits)] == ["thread-a:compact_now:req-9"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from core.engine_config import EngineConfig
 from core.profiles import ProfileSet
 from core.topics import SESSION_EVENTS, THREAD_STATE
-from schemas import MasterAction, SourceKind, ThreadContextSnapshot
+from schemas import SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
-from schemas.events import CompactionFinished, MasterActionRecord
+from schemas.events import CompactionFinished
 from schemas.policy import DEFAULT_POLICY
 from schemas.projection import ProjectionState
 from streams.batching import InputMessage
@@ -77,11 +77,9 @@ def test_a_compaction_publishes_a_snapshot_at_once_and_a_finished_compaction_rec
     assert finished.handoff_ready is False
 
 
-def test_a_manual_compaction_request_becomes_a_compact_now_action() -> None:
+def test_a_manual_compaction_request_is_the_engines_not_the_projections() -> None:
     result = _run([_identified(compact_requested(3))])
-    [action] = [e.record for e in result.emits if e.topic == "master-actions"]
-    assert isinstance(action, MasterActionRecord)
-    assert action.actions == [MasterAction.COMPACT_NOW]
+    assert [e for e in result.emits if e.topic == "master-actions"] == []
 
 
 def test_an_invalid_session_event_is_dead_lettered_with_its_bytes() -> None:

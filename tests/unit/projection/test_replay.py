@@ -33,7 +33,7 @@ def test_the_same_batch_applied_twice_publishes_identical_records() -> None:
     first = projection_batch(messages, {}.get, T0 + timedelta(seconds=10), PROJECTION, "ctx.")
     replay = projection_batch(messages, {}.get, T0 + timedelta(hours=2), PROJECTION, "ctx.")
     topics = {e.topic for e in first.emits}
-    assert {"snapshots", "thread-projections", "master-actions", "compactions", "deadletter"} <= topics
+    assert {"snapshots", "thread-projections", "compactions", "deadletter"} <= topics
     assert [(e.topic, e.key, encode_record(e.record)) for e in replay.emits] == [
         (e.topic, e.key, encode_record(e.record)) for e in first.emits
     ]
