@@ -11,6 +11,7 @@ from api.cli import token
 from api.mcp_server.stdio import mcp
 from api.sql_cli import sql
 from core.settings import Settings
+from master.cli import master
 
 if TYPE_CHECKING:
     import faust
@@ -24,6 +25,7 @@ app.add_typer(kafka_app, name="kafka")
 app.command("token")(token)
 app.command("sql")(sql)
 app.command("mcp")(mcp)
+app.command("master")(master)
 topics_app = typer.Typer(help="The topology's topics: create them as declared, or show how they differ.")
 app.add_typer(topics_app, name="topics")
 
