@@ -89,6 +89,9 @@ class SimulationConfig:
     """Chance per turn that a thread with a Codex primary source also gets a worker_estimator snapshot."""
     clock: Callable[[], datetime] | None = None
     """Live traffic: each turn happens at the clock's time (past `start`), not at start + turns x turn_seconds."""
+    self_handoff: bool = True
+    """Threads post their own handoff packages (draft at urgent, ready at critical and before compacting, consumed
+    after). False: a thread posts none, so only a master's requests answered for it (bench/fleet_relay.py) do."""
 
     def __post_init__(self) -> None:
         if self.threads < 1 or self.projects < 1 or self.turns_per_thread < 0:
@@ -149,6 +152,11 @@ class _Thread:
 
 def _thread_id(index: int) -> str:
     return f"thread-{index:04d}"
+
+
+def worker_id_of(thread_id: str) -> str:
+    """The simulated worker that runs a thread of the fleet (threads share a machine in fours)."""
+    return f"worker-{int(thread_id.removeprefix('thread-')) // _THREADS_PER_MACHINE:02d}"
 
 
 def _project_id(thread_index: int, projects: int) -> str:
@@ -231,7 +239,7 @@ class _Fleet:
             project_id=_project_id(index, self.config.projects),
             task_id=f"task-{index:04d}",
             node_id=f"node-{machine:02d}",
-            worker_id=f"worker-{machine:02d}",
+            worker_id=worker_id_of(_thread_id(index)),
             source=rng.choices(_PRIMARY_SOURCES, weights=_PRIMARY_WEIGHTS)[0],
             modules=rng.sample(_MODULES, 3),
             phase=rng.uniform(0, 0.6),
@@ -262,12 +270,16 @@ class _Fleet:
     def _turn_records(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         yield from self._burn(thread, now)
         yield from self._facts(thread, now)
+        if self.config.self_handoff:
+            yield from self._own_package(thread, now)
+        yield from self._snapshots(thread, now)
+
+    def _own_package(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         level = classify_level(thread.pct)
         if level is ContextBudgetLevel.CRITICAL:
             yield from self._package_to(thread, PackageStatus.READY, now)
         elif level is ContextBudgetLevel.URGENT:
             yield from self._package_to(thread, PackageStatus.DRAFT, now)
-        yield from self._snapshots(thread, now)
 
     def _burn(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         spike = 3.0 if self.rng.random() < _SPIKE_RATE else 1.0
@@ -281,7 +293,8 @@ class _Fleet:
     def _compact(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:
         """Package ready, compaction started and completed, package consumed; the budget recovers to 70-95."""
         started, completed = self._before(thread, now, 0.3), self._before(thread, now, 0.1)
-        yield from self._package_to(thread, PackageStatus.READY, started)
+        if self.config.self_handoff:
+            yield from self._package_to(thread, PackageStatus.READY, started)
         trigger = self.rng.choice((TriggerMode.MID_LOOP, TriggerMode.REQUEST_START))
         before = _tokens_used(thread.pct)
         thread.pct = self.rng.uniform(70, 95)
@@ -293,7 +306,8 @@ class _Fleet:
         yield _event_record(CompactionCompleted(**base, trigger_mode=trigger, tokens_before=before, tokens_after=after))
         thread.compaction_count += 1
         thread.last_compaction_at = completed
-        yield from self._package_to(thread, PackageStatus.CONSUMED, completed)
+        if self.config.self_handoff:
+            yield from self._package_to(thread, PackageStatus.CONSUMED, completed)
         thread.package = None
 
     def _facts(self, thread: _Thread, now: datetime) -> Iterator[SimRecord]:

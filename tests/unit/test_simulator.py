@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -28,7 +29,7 @@ from schemas import (
     ThreadContextSnapshot,
     WorkFactChanged,
 )
-from streams.simulator import SimRecord, SimulationConfig, generate, live_traffic, registry
+from streams.simulator import SimRecord, SimulationConfig, generate, live_traffic, registry, worker_id_of
 
 SNAPSHOTS = Codec(ThreadContextSnapshot)
 EVENTS = Codec(SESSION_EVENT_ADAPTER)
@@ -365,3 +366,18 @@ def test_live_traffic_registers_first_and_never_reports_a_time_ahead_of_the_cloc
     assert any(isinstance(e, CompactionCompleted) for e in compactions)
     for thread, snapshots in primary_snapshots(records).items():
         assert all(a.captured_at < b.captured_at for a, b in pairwise(snapshots)), thread
+
+
+def test_a_fleet_without_self_handoff_posts_no_package_and_still_compacts() -> None:
+    quiet = list(generate(replace(LONG, self_handoff=False)))
+    assert [r for r in quiet if r.topic == "handoff-packages"] == []
+    compactions = [r for r in quiet if r.topic == "session-events" and b'"compaction_completed"' in r.value]
+    assert compactions
+    assert len(compactions) == sum(
+        1 for r in generate(LONG) if r.topic == "session-events" and b'"compaction_completed"' in r.value
+    )
+
+
+def test_worker_id_of_names_the_worker_whose_snapshots_the_thread_sends(long_run: list[SimRecord]) -> None:
+    for thread_id, snapshots in primary_snapshots(long_run).items():
+        assert {s.worker_id for s in snapshots} == {worker_id_of(thread_id)}
