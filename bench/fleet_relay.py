@@ -148,15 +148,22 @@ def wait_up(api: str, worker: subprocess.Popen[bytes], within: float = 180) -> N
 
 @contextlib.asynccontextmanager
 async def master_running(
-    command: list[str], responder: SimulatedWorkers, projects: list[str], interval: float, reports: list[RoundReport]
+    command: list[str],
+    responder: SimulatedWorkers,
+    projects: list[str],
+    interval: float,
+    reports: list[RoundReport],
+    log: Path,
 ) -> AsyncIterator[None]:
-    task = asyncio.create_task(drive(command, responder, projects, interval, 0, reports.append))
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    """The master's rounds in the background; the MCP server's log lines go to `log`."""
+    with log.open("a") as errlog:
+        task = asyncio.create_task(drive(command, responder, projects, interval, 0, reports.append, errlog))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def measure(api: str, token: str, mode_of: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -252,7 +259,8 @@ async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) 
         print(f"fleet: {args.threads} threads, {args.projects} projects ({', '.join(on)} with the master), "
               f"{args.turns} turns of ~{args.turn_seconds} s; data in {settings.data_dir}", flush=True)  # fmt: skip
         started = time.monotonic()
-        async with master_running(mcp_command(api, token_file), workers, on, args.interval, rounds):
+        mcp_log = settings.resolved_data_dir / "mcp.log"
+        async with master_running(mcp_command(api, token_file), workers, on, args.interval, rounds, mcp_log):
             sent = await produce(live_traffic(config), str(settings.kafka_bootstrap_servers), "bench.", rate)
             await asyncio.sleep(SETTLE_SECONDS)
         print(f"sent {sent} records in {time.monotonic() - started:.0f} s", flush=True)

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
@@ -44,13 +44,13 @@ def mcp_command(api_url: str | None, token_file: Path | None) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def connected(command: list[str], env: dict[str, str] | None = None) -> AsyncIterator[Tools]:
-    """An initialized MCP session with the server `command` starts (stdio)."""
+async def connected(command: list[str], errlog: TextIO = sys.stderr) -> AsyncIterator[Tools]:
+    """An initialized MCP session with the server `command` starts (stdio); its log lines go to `errlog`."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    async with stdio_client(params, errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield Tools(session)
 
@@ -62,11 +62,11 @@ async def drive(
     interval: float,
     rounds: int,
     show: Callable[[RoundReport], None],
-    env: dict[str, str] | None = None,
+    errlog: TextIO = sys.stderr,
 ) -> None:
     import anyio
 
-    async with connected(command, env) as tools:
+    async with connected(command, errlog) as tools:
         master = Master(tools, responder, projects)
         while rounds == 0 or master.round < rounds:
             show(await master.run_round())
