@@ -43,15 +43,15 @@ from typing import Any
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from bench.measure import percentile
+from core.settings import Settings
 from master.cli import drive, mcp_command
 from master.driver import RoundReport
 from master.strategy import HandoffRequest
 from schemas import HandoffPackage, PackageStatus
 from schemas.codec import encode_record
 from streams.local_kafka import LocalKafka, free_port
-from streams.settings import Settings
 from streams.simulator import SimulationConfig, live_traffic, produce, worker_id_of
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 
 RECORDS_PER_TURN = 1.25
 """Records a simulated thread sends per turn on average (a snapshot, sometimes an estimate or a work fact)."""
