@@ -23,11 +23,23 @@ from email.message import Message
 from email.utils import parsedate_to_datetime
 
 from reporter.sink import Backoff, DeliveryError, RejectedRecord
-from schemas import SessionEvent, ThreadContextSnapshot, WorkerReportRequest, WorkerReportResponse
+from schemas import (
+    HandoffPackage,
+    MasterActionCommandKind,
+    MasterActionRecord,
+    SessionEvent,
+    ThreadContextSnapshot,
+    WorkerReportRequest,
+    WorkerReportResponse,
+)
+from schemas.base import Record
 from schemas.codec import encode_record
 
 REPORT_PATH = "/api/v1/workers/{worker_id}/thread-context"  # spec 5.2
 EVENTS_PATH = "/api/v1/workers/{worker_id}/session-events"  # ours: 5.2 has none (api/routes/session_events.py)
+PACKAGES_PATH = "/api/v1/threads/{thread_id}/handoff-packages"
+ACTIONS_PATH = "/api/v1/master-actions"
+ACTION_COMMAND_PATH = "/api/v1/master-actions/{action_id}/{command}"
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 INVALID_STATUS = frozenset({400, 413, 422})
 """The receiver refused the record itself: sending it again cannot succeed."""
@@ -61,6 +73,10 @@ def report_body(snapshot: ThreadContextSnapshot) -> bytes:
     return encode_record(WorkerReportRequest(**fields))
 
 
+class _ActionPage(Record):
+    items: list[MasterActionRecord]
+
+
 @dataclass(frozen=True)
 class _Answer:
     status: int
@@ -82,9 +98,11 @@ class HttpSink:
         self.retry = retry
         self.timeout_seconds = timeout_seconds
         self._sleep = sleep
+        self.on_response: Callable[[WorkerReportResponse], None] | None = None
+        """Told of every 5.2 answer: the relay takes the thread's open master actions from it."""
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> _Answer:
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    def _request(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> _Answer:
+        request = urllib.request.Request(url, data=body, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_seconds) as answer:
                 return _Answer(answer.status, answer.headers, answer.read())
@@ -95,7 +113,10 @@ class HttpSink:
         url = self.base_url + REPORT_PATH.format(worker_id=urllib.parse.quote(snapshot.worker_id, safe=""))
         identity = {"Idempotency-Key": snapshot.snapshot_id, "X-Snapshot-Version": str(snapshot.snapshot_version)}
         answer = await self._deliver(url, report_body(snapshot), identity)
-        return WorkerReportResponse.model_validate_json(answer.body).next_required_report_in_seconds
+        response = WorkerReportResponse.model_validate_json(answer.body)
+        if self.on_response is not None:
+            self.on_response(response)
+        return response.next_required_report_in_seconds
 
     async def send_event(self, event: SessionEvent) -> None:
         if event.worker_id is None:  # the route is per worker; an event that names none cannot be placed
@@ -103,21 +124,49 @@ class HttpSink:
         url = self.base_url + EVENTS_PATH.format(worker_id=urllib.parse.quote(event.worker_id, safe=""))
         await self._deliver(url, encode_record(event), {})
 
-    async def _deliver(self, url: str, body: bytes, extra_headers: dict[str, str]) -> _Answer:
-        """The 2xx answer; retries what is transient, raises what is not (see the module's docstring)."""
+    async def send_package(self, package: HandoffPackage) -> None:
+        """A version of the thread's package; 409 (the engine would drop it) is a rejection like an invalid body."""
+        url = self.base_url + PACKAGES_PATH.format(thread_id=urllib.parse.quote(package.from_thread_id, safe=""))
+        await self._deliver(url, encode_record(package), {}, invalid=INVALID_STATUS | {409})
+
+    async def send_action_command(self, action_id: str, thread_id: str, command: MasterActionCommandKind) -> None:
+        """Acknowledge or complete an action. 409 (already finished) is success: nothing is left to say. A 404 is
+        kept and sent again: the action may not have reached the API's store yet."""
+        del thread_id  # the API finds the thread itself
+        action = urllib.parse.quote(action_id, safe="")
+        url = self.base_url + ACTION_COMMAND_PATH.format(action_id=action, command=command.value)
+        await self._deliver(url, b"", {}, finished=frozenset({409}))
+
+    async def open_actions(self) -> list[MasterActionRecord]:
+        """The open actions of the threads this worker's token reports (for a worker that reports to Kafka)."""
+        answer = await self._deliver(self.base_url + ACTIONS_PATH + "?open=true", None, {}, method="GET")
+        return _ActionPage.model_validate_json(answer.body).items
+
+    async def _deliver(
+        self,
+        url: str,
+        body: bytes | None,
+        extra_headers: dict[str, str],
+        *,
+        method: str = "POST",
+        invalid: frozenset[int] = INVALID_STATUS,
+        finished: frozenset[int] = frozenset(),
+    ) -> _Answer:
+        """The 2xx answer (or one of `finished`); retries what is transient, raises what is not (see the module's
+        docstring); `invalid` are the statuses that reject the record for good."""
         headers = {"Content-Type": "application/json", **extra_headers}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         last_failure, retry_after = "", None
         for attempt in range(self.retry.attempts):
             try:
-                answer = await asyncio.to_thread(self._post, url, body, headers)
+                answer = await asyncio.to_thread(self._request, method, url, body, headers)
             except OSError as error:  # refused, reset, timed out, name not resolved
                 last_failure, retry_after = repr(error), None
             else:
-                if 200 <= answer.status < 300:
+                if 200 <= answer.status < 300 or answer.status in finished:
                     return answer
-                if answer.status in INVALID_STATUS:
+                if answer.status in invalid:
                     raise RejectedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
                 if answer.status not in TRANSIENT_STATUS:
                     raise DeliveryError(f"{url}: {answer.status} {answer.body[:500]!r} (kept, to send once fixed)")

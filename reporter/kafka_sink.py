@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from core.topics import SESSION_EVENTS, SNAPSHOTS
+from core.topics import HANDOFF_PACKAGES, MASTER_ACTION_COMMANDS, SESSION_EVENTS, SNAPSHOTS
 from reporter.sink import DeliveryError
-from schemas import SessionEvent, ThreadContextSnapshot
+from schemas import HandoffPackage, MasterActionCommand, MasterActionCommandKind, SessionEvent, ThreadContextSnapshot
 from schemas.codec import encode_record
 
 
@@ -29,12 +30,23 @@ def event_record(event: SessionEvent, topic_prefix: str) -> KafkaRecord:
     return KafkaRecord(f"{topic_prefix}{SESSION_EVENTS}", event.thread_id.encode(), encode_record(event))
 
 
+def package_record(package: HandoffPackage, topic_prefix: str) -> KafkaRecord:
+    return KafkaRecord(f"{topic_prefix}{HANDOFF_PACKAGES}", package.from_thread_id.encode(), encode_record(package))
+
+
+def command_record(command: MasterActionCommand, topic_prefix: str) -> KafkaRecord:
+    """Keyed by the action's thread: the partition that owns the thread's state, as the API publishes it."""
+    return KafkaRecord(f"{topic_prefix}{MASTER_ACTION_COMMANDS}", command.thread_id.encode(), encode_record(command))
+
+
 class KafkaSink:
     """Sends each record and waits for its acknowledgement; the engine answers no interval, so spec 5.1's apply."""
 
-    def __init__(self, bootstrap_servers: str, topic_prefix: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic_prefix: str, worker_id: str = "reporter") -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic_prefix = topic_prefix
+        self.worker_id = worker_id
+        """Who acknowledges or completes an action, as the engine records it."""
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
@@ -56,6 +68,17 @@ class KafkaSink:
 
     async def send_event(self, event: SessionEvent) -> None:
         await self._send(event_record(event, self.topic_prefix))
+
+    async def send_package(self, package: HandoffPackage) -> None:
+        await self._send(package_record(package, self.topic_prefix))
+
+    async def send_action_command(self, action_id: str, thread_id: str, command: MasterActionCommandKind) -> None:
+        """Straight to the engine, which moves an action only forward (a repeat changes nothing)."""
+        now = datetime.now(UTC)
+        issued = MasterActionCommand(
+            action_id=action_id, thread_id=thread_id, command=command, issued_by=self.worker_id, issued_at=now
+        )
+        await self._send(command_record(issued, self.topic_prefix))
 
     async def close(self) -> None:
         if self._producer is not None:

@@ -1,0 +1,220 @@
+"""The reporter as a Codex app-server client (JSON-RPC 2.0 over stdio, one JSON object a line, no `jsonrpc` field).
+
+Shapes from openai/codex `codex-rs/app-server-protocol` (v2): `initialize {clientInfo}` then the `initialized`
+notification; `thread/start {cwd?}` -> `{thread: {id}}`; `turn/start {threadId, input: [UserInput], outputSchema?}`
+-> `{turn: {id}}`; `turn/steer {threadId, input, expectedTurnId}` -> `{turnId}` (no output schema: the shape is asked
+for in the text). Notifications `turn/started` / `turn/completed {threadId, turn: {id, status}}` tell which turn is
+running, `item/completed` with an `agentMessage` item carries the agent's text. Every notification line is also
+handed to `on_line`, which the reporter feeds to `CodexAppServerParser` for the budget.
+
+`ask` implements the relay's `AgentAsker`: `turn/steer` on a running turn (the agent answers within it), else
+`turn/start` with the handoff's output schema; the answer is the turn's last agent message, parsed as the handoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reporter.agent_handoff import AgentHandoff, ask_text, output_schema, parse
+from schemas import MasterAction
+
+log = logging.getLogger(__name__)
+
+CLIENT_INFO = {"name": "ctxbudget", "title": "ctxbudget reporter", "version": "1"}
+MESSAGES_KEPT = 3
+"""The latest agent messages of a thread, for a package from facts alone."""
+REQUEST_SECONDS = 60.0
+
+
+class AppServerError(RuntimeError):
+    """The app-server answered a request with a JSON-RPC error, or went away."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def text_input(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+class AppServerClient:
+    def __init__(self, command: Sequence[str], on_line: Callable[[str], None] | None = None) -> None:
+        self.command = list(command)
+        self.on_line = on_line
+        self.active_turns: dict[str, str] = {}
+        """Per thread, the turn that is running."""
+        self._messages: dict[str, deque[str]] = {}
+        self._turn_texts: dict[str, list[str]] = {}
+        self._turn_done: dict[str, asyncio.Event] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._writes: set[asyncio.Future[None]] = set()
+
+    async def start(self) -> dict[str, Any]:
+        """Start the app-server and initialize the connection; returns the `initialize` result."""
+        self._process = await asyncio.create_subprocess_exec(
+            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=16 * 1024 * 1024
+        )
+        self._reader = asyncio.create_task(self._read(), name="app-server-reader")
+        result = await self.request("initialize", {"clientInfo": CLIENT_INFO})
+        await self._write({"method": "initialized"})
+        return result
+
+    async def close(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), 5)
+            except TimeoutError:
+                process.terminate()
+                await process.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    @property
+    def finished(self) -> bool:
+        return self._reader is not None and self._reader.done()
+
+    async def wait_closed(self) -> None:
+        if self._reader is not None:
+            await asyncio.shield(self._reader)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write({"method": method, "id": request_id, "params": params})
+            return await asyncio.wait_for(future, REQUEST_SECONDS)
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def thread_start(self, cwd: str | None = None, first_input: str | None = None) -> str:
+        """A new thread; with `first_input` (e.g. a relay thread's resume prompt) its first turn starts with it."""
+        result = await self.request("thread/start", {"cwd": cwd} if cwd else {})
+        thread_id = str(result["thread"]["id"])
+        if first_input:
+            await self.turn_start(thread_id, first_input)
+        return thread_id
+
+    async def turn_start(self, thread_id: str, text: str, schema: dict[str, Any] | None = None) -> str:
+        params: dict[str, Any] = {"threadId": thread_id, "input": text_input(text)}
+        if schema is not None:
+            params["outputSchema"] = schema
+        result = await self.request("turn/start", params)
+        return self._track(thread_id, str(result["turn"]["id"]))
+
+    async def turn_steer(self, thread_id: str, text: str, expected_turn_id: str) -> str:
+        params = {"threadId": thread_id, "input": text_input(text), "expectedTurnId": expected_turn_id}
+        result = await self.request("turn/steer", params)
+        return self._track(thread_id, str(result["turnId"]))
+
+    def latest_messages(self, thread_id: str) -> tuple[str, ...]:
+        return tuple(self._messages.get(thread_id, ()))
+
+    async def ask(self, thread_id: str, action: MasterAction) -> AgentHandoff | None:
+        """The agent's handoff: steered into the running turn, or a turn of its own with the output schema."""
+        async with self._lock:  # one question at a time: two steers into one turn would share its answer
+            turn_id = None
+            if (running := self.active_turns.get(thread_id)) is not None:
+                try:
+                    turn_id = await self.turn_steer(thread_id, ask_text(action.value), running)
+                except AppServerError as error:  # the turn ended meanwhile: ask in a turn of its own
+                    log.info("app-server: steering thread %r failed (%s); starting a turn", thread_id, error)
+            if turn_id is None:
+                turn_id = await self.turn_start(thread_id, ask_text(action.value), output_schema())
+            await self._turn_done.pop(turn_id).wait()
+            for text in reversed(self._turn_texts.pop(turn_id, [])):
+                if (handoff := parse(text)) is not None:
+                    return handoff
+            return None
+
+    def _track(self, thread_id: str, turn_id: str) -> str:
+        """Collect the answer of a turn we asked in (turns we did not ask in are only followed as running)."""
+        self.active_turns.setdefault(thread_id, turn_id)
+        self._turn_done.setdefault(turn_id, asyncio.Event())
+        self._turn_texts.setdefault(turn_id, [])
+        return turn_id
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        if self._process is None or self._process.stdin is None:
+            raise AppServerError("the app-server is not started")
+        self._process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self._process.stdin.drain()
+
+    async def _read(self) -> None:
+        stdout = self._process.stdout if self._process else None
+        if stdout is None:
+            raise AppServerError("the app-server has no stdout pipe")
+        try:
+            while line := await stdout.readline():
+                self._take(line.decode("utf-8", errors="replace"))
+        finally:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(AppServerError("the app-server went away"))
+            for done in self._turn_done.values():
+                done.set()
+
+    def _take(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            log.debug("app-server: a line that is no JSON: %.200s", line)
+            return
+        if not isinstance(message, dict):
+            return
+        method, request_id = message.get("method"), message.get("id")
+        if method is None and request_id in self._pending:
+            future = self._pending[request_id]
+            if "error" in message:
+                error = message["error"] or {}
+                future.set_exception(AppServerError(str(error.get("message")), error.get("code")))
+            else:
+                future.set_result(message.get("result"))
+            return
+        if method is not None and request_id is not None:  # a request of the server's (an approval): not ours
+            refusal = self._write({"id": request_id, "error": {"code": -32601, "message": "not handled by ctxbudget"}})
+            self._writes.add(task := asyncio.ensure_future(refusal))
+            task.add_done_callback(self._writes.discard)
+            return
+        params = message.get("params") or {}
+        if isinstance(params, dict):
+            self._notification(str(method), params)
+        if self.on_line is not None:
+            self.on_line(line)
+
+    def _notification(self, method: str, params: dict[str, Any]) -> None:
+        thread_id = params.get("threadId")
+        if not isinstance(thread_id, str):
+            return
+        turn = params.get("turn") if isinstance(params.get("turn"), dict) else {}
+        if method == "turn/started" and "id" in turn:
+            self.active_turns[thread_id] = str(turn["id"])
+        elif method == "turn/completed" and "id" in turn:
+            turn_id = str(turn["id"])
+            if self.active_turns.get(thread_id) == turn_id:
+                del self.active_turns[thread_id]
+            if (done := self._turn_done.get(turn_id)) is not None:
+                done.set()
+        elif method == "item/completed":
+            item = params.get("item") or {}
+            if isinstance(item, dict) and item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
+                self._messages.setdefault(thread_id, deque(maxlen=MESSAGES_KEPT)).append(item["text"])
+                if (turn_id := params.get("turnId")) in self._turn_texts:
+                    self._turn_texts[turn_id].append(item["text"])

@@ -1,0 +1,160 @@
+"""A scripted stand-in for `codex app-server` speaking its v2 JSON-RPC shapes over stdio (one JSON object a line).
+
+After `thread/start` the thread works on its own: turn after turn (`turn/started`, an `agentMessage` item,
+`thread/tokenUsage/updated` with usage grown by `--growth`, `turn/completed`). When usage reaches `--compact-at` it
+compacts (`item/started` + `item/completed` of a `contextCompaction` item, then usage at `--after`). A client may
+`turn/steer` the running turn (with its `expectedTurnId`) or `turn/start` one when none runs: the turn then answers
+with a handoff in the requested shape. Every request received and the compaction are logged (`--log`, JSON lines with
+the time), so a test can tell what happened before what. Exits after `--turns` turns, or when stdin closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HANDOFF = {
+    "summary": "Stand-in: the parser change is written and its unit tests pass; the integration run is next.",
+    "open_questions": ["Should heartbeats count as activity?"],
+    "next_actions": ["Run the integration suite", "Open the pull request"],
+    "decision_links": ["docs/decisions/0007-heartbeats.md"],
+}
+
+
+class StandIn:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.used = options.start
+        self.turns = 0
+        self.thread_id: str | None = None
+        self.active: str | None = None
+        self.answer_in: set[str] = set()
+        self.schemas: dict[str, Any] = {}
+        self.log = Path(options.log) if options.log else None
+        self.wake = asyncio.Event()
+        self.done = asyncio.Event()
+
+    def send(self, message: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    def note(self, what: str, **fields: Any) -> None:
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"at": time.time(), "what": what, **fields}) + "\n")
+
+    def handle(self, message: dict[str, Any]) -> None:
+        method, request_id, params = message.get("method"), message.get("id"), message.get("params") or {}
+        if request_id is None:
+            return  # `initialized`, or an answer to nothing we asked
+        self.note("request", method=method, params=params)
+        if method == "initialize":
+            self.send({"id": request_id, "result": {"userAgent": "codex-standin/0.0.0"}})
+        elif method == "thread/start":
+            self.thread_id = self.options.thread_id
+            self.send({"id": request_id, "result": {"thread": {"id": self.thread_id}, "model": "gpt-5-codex"}})
+            self.wake.set()
+        elif method == "turn/steer":
+            if self.active is None or params.get("expectedTurnId") != self.active:
+                self.send({"id": request_id, "error": {"code": -32600, "message": "expectedTurnId is not active"}})
+                return
+            self.answer_in.add(self.active)
+            self.send({"id": request_id, "result": {"turnId": self.active}})
+        elif method == "turn/start":
+            if self.active is not None:
+                self.send({"id": request_id, "error": {"code": -32600, "message": "a turn is running"}})
+                return
+            turn_id = self._new_turn()
+            self.answer_in.add(turn_id)
+            self.schemas[turn_id] = params.get("outputSchema")
+            self.send({"id": request_id, "result": {"turn": {"id": turn_id, "items": [], "status": "inProgress"}}})
+            self.wake.set()
+        else:
+            self.send({"id": request_id, "error": {"code": -32601, "message": f"{method} is not scripted"}})
+
+    def _new_turn(self) -> str:
+        self.turns += 1
+        self.active = f"turn-{self.turns}"
+        return self.active
+
+    async def work(self) -> None:
+        await self.wake.wait()
+        while self.turns < self.options.turns:
+            turn_id = self.active or self._new_turn()
+            thread = self.thread_id
+            self.send({"method": "turn/started", "params": {"threadId": thread, "turn": {"id": turn_id}}})
+            await asyncio.sleep(self.options.turn_seconds)
+            answer = turn_id in self.answer_in
+            text = json.dumps(HANDOFF) if answer else f"Worked on step {self.turns}."
+            item = {"type": "agentMessage", "id": f"msg-{turn_id}", "text": text}
+            self.send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn_id, "item": item}})
+            if answer:
+                self.note("answered", turn=turn_id, output_schema=self.schemas.get(turn_id))
+            self.used += self.options.growth
+            self.usage(turn_id)
+            if self.used >= self.options.compact_at:
+                self.compact(turn_id)
+            self.active = None
+            self.send({"method": "turn/completed", "params": {"threadId": thread, "turn": {"id": turn_id}}})
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.options.gap_seconds)
+        self.done.set()
+
+    def usage(self, turn_id: str) -> None:
+        last = {"totalTokens": self.used, "inputTokens": self.used - 500, "cachedInputTokens": 0, "outputTokens": 500}
+        usage = {"total": last, "last": last, "modelContextWindow": self.options.window}
+        params = {"threadId": self.thread_id, "turnId": turn_id, "tokenUsage": usage}
+        self.send({"method": "thread/tokenUsage/updated", "params": params})
+
+    def compact(self, turn_id: str) -> None:
+        item = {"type": "contextCompaction", "id": f"compact-{turn_id}"}
+        params = {"threadId": self.thread_id, "turnId": turn_id, "item": item}
+        self.send({"method": "item/started", "params": params})
+        self.note("compacted", turn=turn_id, tokens_before=self.used)
+        self.send({"method": "item/completed", "params": params})
+        self.used = self.options.after
+        self.usage(turn_id)
+
+
+async def main(options: argparse.Namespace) -> None:
+    stand_in = StandIn(options)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    worker = asyncio.create_task(stand_in.work())
+
+    async def read() -> None:
+        while line := await reader.readline():
+            if line.strip():
+                stand_in.handle(json.loads(line))
+
+    reading = asyncio.create_task(read())
+    await asyncio.wait({reading, asyncio.create_task(stand_in.done.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    worker.cancel()
+    reading.cancel()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--thread-id", default="thr_standin")
+    parser.add_argument("--window", type=int, default=200_000)
+    parser.add_argument("--start", type=int, default=60_000)
+    parser.add_argument("--growth", type=int, default=12_000)
+    parser.add_argument("--compact-at", type=int, default=180_000)
+    parser.add_argument("--after", type=int, default=30_000)
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--turn-seconds", type=float, default=1.0)
+    parser.add_argument("--gap-seconds", type=float, default=0.5)
+    parser.add_argument("--log", default=None)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
