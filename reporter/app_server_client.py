@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 CLIENT_INFO = {"name": "ctxbudget", "title": "ctxbudget reporter", "version": "1"}
 MESSAGES_KEPT = 3
+TURNS_KEPT = 32
+"""Recent turns whose messages and completion are remembered: an answer may be read before its request returns."""
 """The latest agent messages of a thread, for a package from facts alone."""
 REQUEST_SECONDS = 60.0
 
@@ -51,7 +53,8 @@ class AppServerClient:
         self.active_turns: dict[str, str] = {}
         """Per thread, the turn that is running."""
         self._messages: dict[str, deque[str]] = {}
-        self._turn_texts: dict[str, list[str]] = {}
+        self._turn_texts: OrderedDict[str, list[str]] = OrderedDict()
+        self._completed: OrderedDict[str, None] = OrderedDict()
         self._turn_done: dict[str, asyncio.Event] = {}
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
@@ -138,18 +141,29 @@ class AppServerClient:
                     log.info("app-server: steering thread %r failed (%s); starting a turn", thread_id, error)
             if turn_id is None:
                 turn_id = await self.turn_start(thread_id, ask_text(action.value), output_schema())
-            await self._turn_done.pop(turn_id).wait()
+            await self._turn_done[turn_id].wait()
+            del self._turn_done[turn_id]
             for text in reversed(self._turn_texts.pop(turn_id, [])):
                 if (handoff := parse(text)) is not None:
                     return handoff
             return None
 
     def _track(self, thread_id: str, turn_id: str) -> str:
-        """Collect the answer of a turn we asked in (turns we did not ask in are only followed as running)."""
-        self.active_turns.setdefault(thread_id, turn_id)
-        self._turn_done.setdefault(turn_id, asyncio.Event())
-        self._turn_texts.setdefault(turn_id, [])
+        """Wait for a turn we asked in; its notifications may have been read already, before the request returned."""
+        done = self._turn_done.setdefault(turn_id, asyncio.Event())
+        if turn_id in self._completed:
+            done.set()
+        else:
+            self.active_turns.setdefault(thread_id, turn_id)
         return turn_id
+
+    @staticmethod
+    def _remember(recent: OrderedDict[str, Any], turn_id: str, value: Any) -> Any:
+        recent.setdefault(turn_id, value)
+        recent.move_to_end(turn_id)
+        while len(recent) > TURNS_KEPT:
+            recent.popitem(last=False)
+        return recent[turn_id]
 
     async def _write(self, message: dict[str, Any]) -> None:
         if self._process is None or self._process.stdin is None:
@@ -210,11 +224,12 @@ class AppServerClient:
             turn_id = str(turn["id"])
             if self.active_turns.get(thread_id) == turn_id:
                 del self.active_turns[thread_id]
+            self._remember(self._completed, turn_id, None)
             if (done := self._turn_done.get(turn_id)) is not None:
                 done.set()
         elif method == "item/completed":
             item = params.get("item") or {}
             if isinstance(item, dict) and item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
                 self._messages.setdefault(thread_id, deque(maxlen=MESSAGES_KEPT)).append(item["text"])
-                if (turn_id := params.get("turnId")) in self._turn_texts:
-                    self._turn_texts[turn_id].append(item["text"])
+                if isinstance(turn_id := params.get("turnId"), str):
+                    self._remember(self._turn_texts, turn_id, []).append(item["text"])

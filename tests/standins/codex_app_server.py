@@ -1,11 +1,12 @@
 """A scripted stand-in for `codex app-server` speaking its v2 JSON-RPC shapes over stdio (one JSON object a line).
 
-After `thread/start` the thread works on its own: turn after turn (`turn/started`, an `agentMessage` item,
-`thread/tokenUsage/updated` with usage grown by `--growth`, `turn/completed`). When usage reaches `--compact-at` it
-compacts (`item/started` + `item/completed` of a `contextCompaction` item, then usage at `--after`). A client may
-`turn/steer` the running turn (with its `expectedTurnId`) or `turn/start` one when none runs: the turn then answers
-with a handoff in the requested shape. Every request received and the compaction are logged (`--log`, JSON lines with
-the time), so a test can tell what happened before what. Exits after `--turns` turns, or when stdin closes.
+After `thread/start` and its first `turn/start` the thread works on its own, turn after turn: `turn/started`, an
+`agentMessage` item, `thread/tokenUsage/updated` with usage grown by `--growth`, `turn/completed`. When usage
+reaches `--compact-at` it compacts: `item/started` + `item/completed` of a `contextCompaction` item, then usage at
+`--after`. A client may `turn/steer` the running turn (with its `expectedTurnId`) or `turn/start` one with an
+`outputSchema` when none runs: that turn then answers with a handoff in the requested shape. Every request received
+and the compaction are logged (`--log`, JSON lines with the time), so a test can tell what happened before what.
+Exits after `--turns` turns, or when stdin closes.
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ class StandIn:
         elif method == "thread/start":
             self.thread_id = self.options.thread_id
             self.send({"id": request_id, "result": {"thread": {"id": self.thread_id}, "model": "gpt-5-codex"}})
-            self.wake.set()
         elif method == "turn/steer":
             if self.active is None or params.get("expectedTurnId") != self.active:
                 self.send({"id": request_id, "error": {"code": -32600, "message": "expectedTurnId is not active"}})
@@ -71,8 +71,9 @@ class StandIn:
                 self.send({"id": request_id, "error": {"code": -32600, "message": "a turn is running"}})
                 return
             turn_id = self._new_turn()
-            self.answer_in.add(turn_id)
-            self.schemas[turn_id] = params.get("outputSchema")
+            if params.get("outputSchema") is not None:  # a question: the turn answers in that shape
+                self.answer_in.add(turn_id)
+                self.schemas[turn_id] = params["outputSchema"]
             self.send({"id": request_id, "result": {"turn": {"id": turn_id, "items": [], "status": "inProgress"}}})
             self.wake.set()
         else:

@@ -1,0 +1,93 @@
+"""The reporter as the app-server's client, against the scripted stand-in (tests/standins/codex_app_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reporter.agent_handoff import output_schema
+from reporter.app_server_client import AppServerClient
+from reporter.codex_app_server import CodexAppServerParser
+from schemas import MasterAction
+from tests.standins.codex_app_server import HANDOFF
+
+STANDIN = Path(__file__).parents[2] / "standins" / "codex_app_server.py"
+
+
+def standin(log: Path, *args: str) -> list[str]:
+    return [sys.executable, str(STANDIN), "--log", str(log), *args]
+
+
+async def until(condition: Callable[[], bool], within: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():  # the client exposes no event for it: a test polls
+        assert asyncio.get_running_loop().time() < deadline, "not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def logged(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+async def test_an_idle_thread_is_asked_in_a_turn_of_its_own_with_the_output_schema(tmp_path) -> None:
+    log = tmp_path / "standin.jsonl"
+    lines: list[str] = []
+    command = standin(log, "--turns", "3", "--turn-seconds", "0.05", "--gap-seconds", "30")
+    client = AppServerClient(command, lines.append)
+    try:
+        assert (await client.start())["userAgent"].startswith("codex-standin")
+        thread = await client.thread_start(cwd=str(tmp_path), first_input="Resume: apply the patch first.")
+        await until(lambda: thread not in client.active_turns)  # the first turn is over: the thread is idle
+        handoff = await asyncio.wait_for(client.ask(thread, MasterAction.PREPARE_HANDOFF), 10)
+    finally:
+        await client.close()
+    assert handoff is not None
+    assert handoff.model_dump() == HANDOFF
+    requests = [entry for entry in logged(log) if entry["what"] == "request"]
+    methods = [entry["method"] for entry in requests]
+    assert methods == ["initialize", "thread/start", "turn/start", "turn/start"]
+    assert requests[2]["params"]["input"] == [{"type": "text", "text": "Resume: apply the patch first."}]
+    asked = requests[3]["params"]
+    assert asked["threadId"] == thread
+    assert asked["outputSchema"] == output_schema()
+    assert "prepare_handoff" in asked["input"][0]["text"]
+    # the notifications went on to the budget parser's input too
+    parser = CodexAppServerParser()
+    readings = [r for line in lines if (r := parser.feed(line, datetime.now(UTC))) is not None]
+    assert readings
+    assert readings[-1].thread_id == thread
+
+
+async def test_a_running_turn_is_steered_and_answers_within_itself(tmp_path) -> None:
+    log = tmp_path / "standin.jsonl"
+    client = AppServerClient(standin(log, "--turns", "4", "--turn-seconds", "0.6", "--gap-seconds", "0.05"))
+    try:
+        await client.start()
+        thread = await client.thread_start(first_input="Work on the parser.")
+        await until(lambda: thread in client.active_turns)
+        running = client.active_turns[thread]
+        handoff = await asyncio.wait_for(client.ask(thread, MasterAction.PRE_COMPACTION_WRAP_UP), 10)
+    finally:
+        await client.close()
+    assert handoff is not None
+    assert handoff.summary == HANDOFF["summary"]
+    steer = [e for e in logged(log) if e.get("method") == "turn/steer"]
+    assert len(steer) == 1
+    assert steer[0]["params"]["expectedTurnId"] == running
+    answered = [e for e in logged(log) if e["what"] == "answered"]
+    assert [e["turn"] for e in answered] == [running]
+
+
+async def test_a_gone_app_server_fails_the_question_instead_of_hanging(tmp_path) -> None:
+    client = AppServerClient([sys.executable, "-c", "import sys; sys.stdin.readline()"])
+    try:
+        started = asyncio.create_task(client.start())
+        done, _ = await asyncio.wait({started}, timeout=10)
+        assert started in done
+        assert started.exception() is not None
+    finally:
+        await client.close()
