@@ -1,7 +1,8 @@
 """Master actions (issue 21): list them by project, thread and state; acknowledge or complete one.
 
-Roles: the list takes user and operator tokens (within the token's projects; an operator sees all); ack and done take
-those and worker tokens, limited to the threads that worker reports (as the engine's thread state names it). An
+Roles: the list, ack and done take user and operator tokens (within the token's projects; an operator sees all) and
+worker tokens, limited to the threads that worker reports (as the engine's thread state names it): a worker that
+reports straight to Kafka gets no 5.2 answer, so it lists its open actions here. An
 action of a project the caller does not see answers 404, like an unknown one. Ack and done go to the engine on
 `master-action-commands` [thread_id]: the engine owns the lifecycle, so a command that would not move the action
 forward changes nothing there; the API answers 409 for one that is already finished, so a caller learns it without
@@ -17,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from api import action_reads
-from api.deps import ID_PATTERN, Context, Reader, not_found, path_id, require
+from api.deps import ID_PATTERN, Context, not_found, path_id, require
 from api.responses import errors, record_response
 from api.tokens import Principal, Role
 from schemas import MasterActionCommand, MasterActionCommandKind, MasterActionRecord, MasterActionState
@@ -27,6 +28,9 @@ from schemas.master_actions import OPEN_ACTION_STATES
 from sinks.queries import Row
 
 router = APIRouter(tags=["master-actions"])
+
+ActionMover = Annotated[Principal, require(Role.WORKER, Role.USER, Role.OPERATOR)]
+"""Who lists and moves actions: the master (user, operator) or the worker of the action's thread."""
 
 MAX_ACTIONS = 500
 OptionalId = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
@@ -45,7 +49,7 @@ class MasterActionCommandAccepted(Record):
 @router.get("/api/v1/master-actions", response_model=MasterActionPage, responses=errors(401, 404, 422))
 async def list_master_actions(
     context: Context,
-    caller: Reader,
+    caller: ActionMover,
     project_id: OptionalId = None,
     thread_id: OptionalId = None,
     state: Annotated[
@@ -54,18 +58,16 @@ async def list_master_actions(
     open_only: Annotated[bool, Query(alias="open", description="Only issued and acknowledged ones.")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_ACTIONS)] = 100,
 ) -> Response:
-    """Roles: user, operator (within the token's projects). Each action once, in its latest state, newest
-    issue first."""
+    """Roles: user, operator (within the token's projects); worker for the threads it reports. Each action once, in
+    its latest state, newest issue first."""
     if project_id is not None and not caller.sees(project_id):
         raise not_found("project")
     projects = {project_id} if project_id else (None if caller.role is Role.OPERATOR else caller.projects)
     states = {*(state or ()), *(OPEN_ACTION_STATES if open_only else ())}
     rows = await run_in_threadpool(action_reads.actions, context.clickhouse, projects, thread_id, states, limit)
+    if caller.role is Role.WORKER:
+        rows = [row for row in rows if _reported_by(context, caller, row["thread_id"])]
     return record_response(MasterActionPage(items=[action_reads.record_of(row) for row in rows]))
-
-
-ActionMover = Annotated[Principal, require(Role.WORKER, Role.USER, Role.OPERATOR)]
-"""Who moves an action along: the master (user, operator) or the worker of the action's thread."""
 ActionId = Annotated[str, path_id("The action (`action_id` of a master action record).")]
 
 
@@ -111,7 +113,11 @@ def _visible_action(context: Context, caller: Principal, action_id: str) -> Row:
     row = action_reads.action(context.clickhouse, action_id)
     if row is None or not caller.sees(row["project_id"]):
         raise not_found("master action")
-    known = context.kafka.threads.known(row["thread_id"])
-    if caller.role is Role.WORKER and (known is None or known.worker_id != caller.subject):
+    if caller.role is Role.WORKER and not _reported_by(context, caller, row["thread_id"]):
         raise not_found("master action")
     return row
+
+
+def _reported_by(context: Context, caller: Principal, thread_id: str) -> bool:
+    known = context.kafka.threads.known(thread_id)
+    return known is not None and known.worker_id == caller.subject

@@ -85,3 +85,18 @@ def test_the_thread_budget_lists_only_the_open_actions_with_their_ids(http, worl
     assert body["pending_master_actions"] == [item.action.value for item in open_items]
     assert [item["action_id"] for item in body["open_master_actions"]] == [item.action_id for item in open_items]
     assert "prepare_handoff" not in body["pending_master_actions"]  # done by the ready package
+
+
+def test_a_worker_lists_only_the_actions_of_the_threads_it_reports(http, world) -> None:  # noqa: F811
+    reporter = world.outputs_a["thread-state"][-1].worker_id
+    own = http.get(URL, params={"open": "true"}, headers=bearer(Role.WORKER, reporter, world.project_a))
+    assert own.status_code == 200
+    expected = sorted(a for a, s in latest_states(world).items() if s in ("issued", "acknowledged"))
+    assert expected
+    assert sorted(item["action_id"] for item in own.json()["items"]) == expected
+    other = http.get(URL, params={"open": "true"}, headers=bearer(Role.WORKER, "worker-elsewhere", world.project_a))
+    assert other.json()["items"] == []
+    foreign = http.get(
+        URL, params={"project_id": world.project_b}, headers=bearer(Role.WORKER, reporter, world.project_a)
+    )
+    assert foreign.status_code == 404

@@ -68,7 +68,7 @@ ENDPOINTS = [
     # issue 21: the master's routes
     ("GET", "/api/v1/projects", None, READER, 200),
     ("GET", "/api/v1/alerts", None, READER, 200),
-    ("GET", "/api/v1/master-actions", None, READER, 200),
+    ("GET", "/api/v1/master-actions", None, EVERYONE, 200),  # a worker lists its own threads' actions
     ("POST", "/api/v1/master-actions/act-1/ack", None, EVERYONE, 404),  # a worker acks its own threads' actions
     ("POST", "/api/v1/master-actions/act-1/done", None, EVERYONE, 404),
     ("GET", "/api/v1/handoff-packages/hp-1", None, EVERYONE, 404),
