@@ -1,8 +1,8 @@
 """The spec 8.3 package from what the worker knows plus the agent's part (spec 3.3 record, no field renamed).
 
 Where each 8.3 item goes in the 3.3 record: files -> `critical_files`; completed patches (commits since the thread
-began) and the pending one (the uncommitted diff, saved as a file the next thread can `git apply`) -> lines of
-`critical_artifacts`, beside the evidence links; the last key command with its result -> `critical_commands`; the last
+began) and the pending one (the uncommitted diff, saved as a `.diff` file the next thread can `git apply`, its path
+as is) -> lines of `critical_artifacts`, beside the evidence links; the last key command with its result -> `critical_commands`; the last
 test conclusion -> `critical_tests`; open questions and decision links -> their own fields; the summary and the
 suggested next actions -> `summary_text`. A package the agent could not be asked for says so at the head of its
 summary, which then quotes the transcript's latest assistant messages.
@@ -28,7 +28,6 @@ from core.handoff import missing_for_ready
 
 FACTS_ONLY_MARK = "[facts only: the agent could not be asked; summary from its latest messages]"
 """Heads the summary of a package made without the agent's part, so the next thread and the master can tell."""
-PATCH_PREFIX = "pending patch (git apply): "
 COMMIT_PREFIX = "completed patch: commit "
 COMMITS_KEPT = 50
 
@@ -133,7 +132,7 @@ def assemble(
     """The draft package: the agent's part when it answered, else the transcript's latest messages, marked."""
     artifacts = [
         *(COMMIT_PREFIX + line for line in facts.commits),
-        *([PATCH_PREFIX + str(facts.pending_patch)] if facts.pending_patch else []),
+        *([str(facts.pending_patch)] if facts.pending_patch else []),
         *facts.evidence_links,
     ]
     return HandoffPackage(

@@ -12,7 +12,7 @@ import pytest
 
 from reporter.agent_handoff import AgentHandoff, output_schema, parse
 from reporter.git_facts import Checklist
-from reporter.handoff_assembly import FACTS_ONLY_MARK, PATCH_PREFIX, assemble, gather, promote
+from reporter.handoff_assembly import FACTS_ONLY_MARK, assemble, gather, promote
 from schemas import PackageStatus
 from core.handoff import assess
 
@@ -78,7 +78,7 @@ def test_the_package_carries_files_commits_and_a_patch_the_next_thread_can_apply
     assert package.critical_files == ["a.py", "new.txt"]
     assert package.critical_commands == ["pytest -q"]
     assert package.critical_tests == ["pytest -q: passed"]
-    assert package.critical_artifacts[-2:] == [f"{PATCH_PREFIX}{facts.pending_patch}", "logs/run.txt"]
+    assert package.critical_artifacts[-2:] == [str(facts.pending_patch), "logs/run.txt"]
     assert package.critical_artifacts[0].startswith("completed patch: commit ")
     assert (package.open_questions, package.decision_links) == (["keep heartbeats?"], ["docs/adr/0001.md"])
     assert "Parser done" in package.summary_text
