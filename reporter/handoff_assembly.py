@@ -1,11 +1,11 @@
 """The spec 8.3 package from what the worker knows plus the agent's part (spec 3.3 record, no field renamed).
 
 Where each 8.3 item goes in the 3.3 record: files -> `critical_files`; completed patches (commits since the thread
-began) and the pending one (the uncommitted diff, saved as a `.diff` file the next thread can `git apply`, its path
-as is) -> lines of `critical_artifacts`, beside the evidence links; the last key command with its result -> `critical_commands`; the last
-test conclusion -> `critical_tests`; open questions and decision links -> their own fields; the summary and the
-suggested next actions -> `summary_text`. A package the agent could not be asked for says so at the head of its
-summary, which then quotes the transcript's latest assistant messages.
+began, `commit <sha> <subject>`) and the pending one (the uncommitted diff saved as a `.diff` file the next thread
+can `git apply`, by its bare path) -> `critical_artifacts`, beside the evidence links; the last key command with its
+result -> `critical_commands`; the last test conclusion -> `critical_tests`; open questions and decision links ->
+their own fields; the summary and the suggested next actions -> `summary_text`. A package the agent could not be
+asked for says so at the head of its summary, which then quotes the transcript's latest assistant messages.
 
 `gather` reads git; `assemble` and `promote` are pure.
 """

@@ -68,6 +68,8 @@ async def list_master_actions(
     if caller.role is Role.WORKER:
         rows = [row for row in rows if _reported_by(context, caller, row["thread_id"])]
     return record_response(MasterActionPage(items=[action_reads.record_of(row) for row in rows]))
+
+
 ActionId = Annotated[str, path_id("The action (`action_id` of a master action record).")]
 
 
