@@ -1,5 +1,7 @@
 """`ctxbudget handoff ...`: the handoff packages of a worker's threads, from the command line.
 
+`write` is what the agent runs when a hook tells it to: its part of the package on stdin (reporter.handoff_write).
+
 `resume` starts the next thread: it prints the resume prompt (reporter.resume) and marks the package consumed by
 that thread, through the API with the worker's token (it may read and consume the packages of the threads it
 reports). The prompt is printed only once the package is the new thread's: a package another thread took over, or
@@ -8,13 +10,23 @@ one not ready, is refused with the reason, so two threads never continue the sam
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from pydantic import ValidationError
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.budget_api import ApiUnavailable, BudgetApi
+from reporter.handoff_write import RelayPaths, write_handoff
+from reporter.http_sink import HttpSink
+from reporter.readings import Identity
 from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
+from streams.settings import Settings
 
 handoff_app = typer.Typer(help="Handoff packages of this worker's threads (spec 3.3): resume the next thread from one.")
 
@@ -58,3 +70,40 @@ def _take_over(api: BudgetApi, package: HandoffPackage, to_thread: str) -> Hando
 def _fail(message: str) -> NoReturn:
     typer.echo(f"ctxbudget handoff resume: {message}", err=True)
     raise typer.Exit(1)
+
+
+@handoff_app.command("write")
+def write(
+    thread: Annotated[str, typer.Option("--thread", help="The thread handing off (the hook names it).")],
+    project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The thread's project.")],
+    api_url: Annotated[str, typer.Option(envvar="CTXBUDGET_API_URL", help="The API.")],
+    token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    task_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_TASK_ID", help="The thread's task.")] = None,
+    cwd: Annotated[Path, typer.Option(help="The thread's working directory (git facts).")] = Path(),
+    since: Annotated[
+        datetime | None, typer.Option(help="When the thread began: commits since are its completed patches.")
+    ] = None,
+    spool_dir: Annotated[
+        Path | None, typer.Option(help="The reporter's spool (default: <data dir>/reporter/spool).")
+    ] = None,
+) -> None:
+    """Read {"summary", "open_questions", "next_actions", "decision_links"} on stdin; post the thread's package."""
+    try:
+        agent = AgentHandoff.model_validate_json(sys.stdin.buffer.read())
+    except ValidationError as error:
+        typer.echo(f"ctxbudget handoff write: stdin is not the handoff shape: {error}", err=True)
+        raise typer.Exit(2) from error
+    paths = RelayPaths(spool_dir or Settings().resolved_data_dir / "reporter" / "spool")
+    identity = Identity(node_id="", worker_id="", project_id=project_id, task_id=task_id)
+    since_utc = since.replace(tzinfo=since.tzinfo or UTC) if since else None
+    package, left = asyncio.run(
+        write_handoff(agent, identity, thread, cwd.resolve(), since_utc, paths, HttpSink(api_url, token), _now())
+    )
+    typer.echo(f"handoff package {package.handoff_package_id} of {thread}: {package.package_status.value}", err=True)
+    if left:
+        typer.echo(f"ctxbudget handoff write: {left} versions kept in {paths.spool_dir} for the next run", err=True)
+        raise typer.Exit(1)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
