@@ -134,6 +134,10 @@ class WorkFactTracker:
     def threads(self) -> list[str]:
         return list(self._threads)
 
+    def cwd(self, thread_id: str) -> Path | None:
+        thread = self._threads.get(thread_id)
+        return thread.cwd if thread else None
+
     def _last_test(self, thread: _Thread) -> _Command | None:
         tests = [c for c in thread.commands.values() if self.patterns.matches(self.patterns.test, c.command)]
         return max(tests, key=lambda c: c.at, default=None)

@@ -19,6 +19,7 @@ from typing import Annotated, NoReturn
 import typer
 from pydantic import ValidationError
 
+from core.settings import Settings
 from reporter.agent_handoff import AgentHandoff
 from reporter.budget_api import ApiUnavailable, BudgetApi
 from reporter.handoff_write import RelayPaths, write_handoff
@@ -26,7 +27,6 @@ from reporter.http_sink import HttpSink
 from reporter.readings import Identity
 from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
-from streams.settings import Settings
 
 handoff_app = typer.Typer(help="Handoff packages of this worker's threads (spec 3.3): resume the next thread from one.")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from core.handoff import assess
 from reporter.agent_handoff import AgentHandoff, output_schema, parse
 from reporter.git_facts import Checklist
 from reporter.handoff_assembly import FACTS_ONLY_MARK, assemble, gather, promote
 from schemas import PackageStatus
-from core.handoff import assess
 
 NOW = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 AGENT = AgentHandoff(
