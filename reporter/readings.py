@@ -19,7 +19,14 @@ from datetime import datetime
 
 from core.levels import classify_level
 from reporter.budget import CodexProfile, TokenUsage
-from schemas import CompactionCompleted, ContextBudgetLevel, SourceKind, ThreadContextSnapshot, TriggerMode
+from schemas import (
+    CompactionCompleted,
+    CompactionStarted,
+    ContextBudgetLevel,
+    SourceKind,
+    ThreadContextSnapshot,
+    TriggerMode,
+)
 from schemas.admission import RESEND_BITS  # re-sends one reading's version tells apart; the receivers bound it too
 
 log = logging.getLogger(__name__)
@@ -52,7 +59,7 @@ class Reading:
     usage_stale: bool = False
     """The usage is from before the last compaction: the tool has not reported occupancy since. Such a reading is
     never sent as a snapshot (its percent would present the old occupancy as current): the reporter says the
-    compaction at once as an event (`compaction_event`), and its count and time also go out with the first usage
+    compaction at once as events (`compaction_events`), and its count and time also go out with the first usage
     reported after it."""
     agent_tool: str | None = None
     model: str | None = None
@@ -133,20 +140,28 @@ CODEX_COMPACTION_TRIGGER = TriggerMode.REQUEST_START
 """Codex's compaction notices do not say what started one; the automatic compaction before a request is the usual."""
 
 
-def compaction_event(reading: Reading, identity: Identity, profile: CodexProfile) -> CompactionCompleted:
+def compaction_events(
+    reading: Reading, identity: Identity, profile: CodexProfile
+) -> tuple[CompactionStarted, CompactionCompleted]:
     """What is known of a compaction before the tool reports usage again: that it happened, when, and the usage of
-    before it. The id derives from thread, source, count and time, so a notice read again is the same event."""
+    before it. Said as its start and its end at that time: the projection records, at the start, whether a ready
+    package existed for the cycle it ends (spec 9.5), and a compaction with no start records none. The ids derive
+    from thread, source, count and time, so a notice read again gives the same events."""
     at = reading.last_compaction_at or reading.observed_at
     cause = f"{reading.source_kind.value}|{reading.thread_id}|{reading.compaction_count}|{at.isoformat()}"
-    return CompactionCompleted(
-        thread_id=reading.thread_id,
-        event_id=f"compaction-{hashlib.sha256(cause.encode()).hexdigest()[:32]}",
-        occurred_at=at,
-        project_id=identity.project_id,
-        node_id=identity.node_id,
-        worker_id=identity.worker_id,
-        trigger_mode=CODEX_COMPACTION_TRIGGER,
-        tokens_before=profile.tokens_in_context_window(reading.last_usage),
+    digest = hashlib.sha256(cause.encode()).hexdigest()[:32]
+    common = {
+        "thread_id": reading.thread_id,
+        "occurred_at": at,
+        "project_id": identity.project_id,
+        "node_id": identity.node_id,
+        "worker_id": identity.worker_id,
+        "trigger_mode": CODEX_COMPACTION_TRIGGER,
+        "tokens_before": profile.tokens_in_context_window(reading.last_usage),
+    }
+    return (
+        CompactionStarted(event_id=f"compaction-start-{digest}", **common),
+        CompactionCompleted(event_id=f"compaction-{digest}", **common),
     )
 
 

@@ -2,9 +2,10 @@
 
 Actions come from the 5.2 answers (`take_response`) or, for a worker that reports straight to Kafka, from the API's
 list (`take_records`). Each new open action is acknowledged. A wrap-up (`prepare_handoff`, `pre_compaction_wrap_up`)
-makes the thread's package: first a draft from the worker's facts alone, at once, then the agent is asked for its
-part (when an `AgentAsker` can reach it) and the package goes out `ready` once it meets the engine's readiness rule,
-and the wrap-up actions are completed. An agent that does not answer in time gets a package from facts alone, its
+makes the thread's package: first a draft from the worker's facts alone, at once (unless the thread already holds
+a ready package of the relay's, which a newer draft would displace), then the agent is asked for its part (when an
+`AgentAsker` can reach it) and the package goes out `ready` once it meets the engine's readiness rule, and the
+wrap-up actions are completed. An agent that does not answer in time gets a package from facts alone, its
 summary from the transcript's latest assistant messages, marked as such. Everything owed goes through the outbox, so
 nothing is lost to an unreachable receiver.
 """
@@ -113,6 +114,8 @@ class Relay:
         self.prepared: list[Prepared] = []
         self.woken = asyncio.Event()
         self._taken: set[str] = set()
+        self._ready: set[str] = set()
+        """Threads the relay gave a ready package: a new draft would displace it (the engine keeps the newest)."""
         self._due: dict[str, list[MasterActionItem]] = {}
 
     def take(self, thread_id: str, items: Sequence[MasterActionItem]) -> None:
@@ -154,17 +157,19 @@ class Relay:
             "now": created,
         }
         draft = assemble(**fields, agent=None, latest_messages=())
-        self.outbox.add(Owed.of_package(draft))
-        await self.flush()  # the draft is out before the agent is asked: a stuck agent still leaves the facts
+        if thread_id not in self._ready:  # out before the agent is asked: a stuck agent still leaves the facts
+            self.outbox.add(Owed.of_package(draft))
+            await self.flush()
         agent = await self._ask(thread_id, items[0].action)
         final = assemble(**fields, agent=agent, latest_messages=() if agent else work.latest_messages)
         ready = promote(final, self.clock())
         if ready is not None:
+            self._ready.add(thread_id)
             self.outbox.add(
                 Owed.of_package(ready),
                 *(Owed.of_command(item.action_id, thread_id, MasterActionCommandKind.DONE) for item in items),
             )
-        elif final != draft:
+        elif final != draft and thread_id not in self._ready:
             self.outbox.add(Owed.of_package(final))
         await self.flush()
         prepared = Prepared(ready or final, min(item.issued_at for item in items), ready.ready_at if ready else None)

@@ -31,7 +31,7 @@ from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
-from reporter.readings import Identity, Reading, SkipLog, compaction_event, reading_level, to_snapshot
+from reporter.readings import Identity, Reading, SkipLog, compaction_events, reading_level, to_snapshot
 from reporter.sink import DeliveryError, RejectedRecord, Sink
 from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
@@ -101,7 +101,7 @@ class Reporter:
                 reading.last_compaction_at,
             )
             self._announced[key] = reading.compaction_count
-            self._events.append(compaction_event(reading, self.identity, self.profile))
+            self._events.extend(compaction_events(reading, self.identity, self.profile))
             self._save_events()
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
         self.woken.set()

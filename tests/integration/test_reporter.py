@@ -198,9 +198,11 @@ async def test_a_compaction_before_fresh_usage_reaches_session_events_straight_a
             "--api-url", api_url, "--token", worker_token(SECRET),
         )  # fmt: skip
     assert via_api.returncode == 0, via_api.stderr
-    received = await _events(settings, 2)
+    received = await _events(settings, 4)
     assert sorted((key, event.type, event.thread_id, event.tokens_before) for key, event in received) == [
         (b"thr_api", "compaction_completed", "thr_api", 240_000),
+        (b"thr_api", "compaction_started", "thr_api", 240_000),
         (b"thr_kafka", "compaction_completed", "thr_kafka", 240_000),
+        (b"thr_kafka", "compaction_started", "thr_kafka", 240_000),
     ]
     assert {event.worker_id for _, event in received} == {"worker-mac-01"}

@@ -232,3 +232,19 @@ async def test_open_states_are_taken(tmp_path, state) -> None:
     subject = relay(tmp_path, Receiver())
     subject.take("thr-1", [item(MasterAction.PREPARE_HANDOFF, "a-1", state)])
     assert subject.due == ["thr-1"]
+
+
+async def test_a_later_wrap_up_never_displaces_a_ready_package_with_a_draft(tmp_path) -> None:
+    receiver = Receiver()
+    subject = relay(tmp_path, receiver, Asker())
+    subject.take("thr-1", [item(MasterAction.PREPARE_HANDOFF, "a-1")])
+    await subject.prepare("thr-1")
+    subject.take("thr-1", [item(MasterAction.PRE_COMPACTION_WRAP_UP, "a-2")])
+    await subject.prepare("thr-1")
+    statuses = [(p.handoff_package_id, p.package_status) for p in receiver.packages]
+    first, second = package_id("thr-1", "a-1"), package_id("thr-1", "a-2")
+    assert statuses == [
+        (first, PackageStatus.DRAFT),
+        (first, PackageStatus.READY),
+        (second, PackageStatus.READY),  # the refreshed package replaces the ready one only once it is ready itself
+    ]

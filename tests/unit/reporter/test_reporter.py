@@ -14,7 +14,14 @@ from reporter.reporter import Reporter, run_app_server, run_events
 from reporter.sink import DeliveryError, RejectedRecord
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
-from schemas import CompactionCompleted, ContextBudgetLevel, SessionEvent, SourceKind, ThreadContextSnapshot
+from schemas import (
+    CompactionCompleted,
+    CompactionStarted,
+    ContextBudgetLevel,
+    SessionEvent,
+    SourceKind,
+    ThreadContextSnapshot,
+)
 from tests.unit.reporter.conftest import FIXTURES, ROLLOUT_FILE
 
 IDENTITY = Identity(node_id="mac-01", worker_id="worker-mac-01", project_id="proj-001", task_id="task-017")
@@ -220,8 +227,10 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
     await feed(_usage_line("t", 240_000))
     clock.now += timedelta(seconds=1)
     await feed(_compaction_line("t"))
-    [event] = sink.events
+    start, event = sink.events  # its start too: the projection records at the start whether a package was ready
+    assert isinstance(start, CompactionStarted)
     assert isinstance(event, CompactionCompleted)
+    assert (start.occurred_at, start.tokens_before, start.trigger_mode) == (clock.now, 240_000, event.trigger_mode)
     assert (event.thread_id, event.occurred_at, event.tokens_before, event.tokens_after) == (
         "t",
         clock.now,
@@ -233,13 +242,13 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
     for _ in range(30):
         clock.now += timedelta(seconds=1)
         await reporter.flush()
-    assert (len(sink.events), len(sink.snapshots)) == (1, 1)  # said once, and still no stale percent
+    assert (len(sink.events), len(sink.snapshots)) == (2, 1)  # said once, and still no stale percent
 
     # the same notice read again (a restarted reporter re-reads the line) is the same event: consumers drop it
     again = Reporter(IDENTITY, sink, clock=clock)
     again.observe(reporter.cadence.latest("t", SourceKind.CODEX_APP_SERVER))
     await again.flush()
-    assert sink.events[1] == event
+    assert sink.events[2:] == [start, event]
 
 
 async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None:
@@ -254,7 +263,7 @@ async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None
     assert [s.thread_id for s in sink.snapshots] == ["u"]  # an event not delivered holds no snapshot back
     clock.now += timedelta(seconds=10)
     await reporter.flush()
-    assert [e.type for e in sink.events] == ["compaction_completed"]
+    assert [e.type for e in sink.events] == ["compaction_started", "compaction_completed"]
 
 
 async def test_a_compaction_event_not_delivered_at_exit_is_kept_for_the_next_run(tmp_path) -> None:
@@ -267,12 +276,12 @@ async def test_a_compaction_event_not_delivered_at_exit_is_kept_for_the_next_run
     sink.events_down = 1
     await reporter.flush(final=True)
     assert sink.events == []
-    assert reporter.events_left == 1
+    assert reporter.events_left == 2
 
     restarted = Reporter(IDENTITY, sink, clock=clock, pending_events=pending)
-    assert restarted.events_left == 1
+    assert restarted.events_left == 2
     await restarted.flush()
-    assert [e.type for e in sink.events] == ["compaction_completed"]
+    assert [e.type for e in sink.events] == ["compaction_started", "compaction_completed"]
     assert restarted.events_left == 0
     assert Reporter(IDENTITY, sink, clock=clock, pending_events=pending).events_left == 0
 
@@ -289,7 +298,7 @@ async def test_a_compaction_event_the_receiver_rejects_is_set_aside_beside_the_s
         if (reading := parser.feed(line, clock())) is not None:
             reporter.observe(reading)
     await reporter.flush()
-    [kept] = [json.loads(line) for line in spooled.rejected_path.read_text().splitlines()]
-    assert kept["reason"] == "422: invalid event"
-    assert kept["session_event"]["type"] == "compaction_completed"
-    assert (spooled.rejected, reporter.events_left) == (1, 0)
+    kept = [json.loads(line) for line in spooled.rejected_path.read_text().splitlines()]
+    assert [k["reason"] for k in kept] == ["422: invalid event"] * 2
+    assert [k["session_event"]["type"] for k in kept] == ["compaction_started", "compaction_completed"]
+    assert (spooled.rejected, reporter.events_left) == (2, 0)
