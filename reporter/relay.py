@@ -115,6 +115,8 @@ class Relay:
         self.woken = asyncio.Event()
         self._taken: set[str] = set()
         self._ready: set[str] = set()
+        self._projects: dict[str, str] = {}
+        """The project of a thread whose actions the API listed (a worker may report threads of several)."""
         """Threads the relay gave a ready package: a new draft would displace it (the engine keeps the newest)."""
         self._due: dict[str, list[MasterActionItem]] = {}
 
@@ -134,6 +136,7 @@ class Relay:
 
     def take_records(self, records: Sequence[MasterActionRecord]) -> None:
         for record in records:
+            self._projects[record.thread_id] = record.project_id
             self.take(record.thread_id, [item_of(record)])
 
     @property
@@ -150,7 +153,7 @@ class Relay:
         facts = await asyncio.to_thread(gather, work.cwd, work.began_at, self.patch_dir, thread_id, work.checklist)
         fields = {
             "package_id": package_id(thread_id, items[0].action_id),
-            "project_id": self.identity.project_id,
+            "project_id": self._projects.get(thread_id, self.identity.project_id),
             "task_id": self.identity.task_id,
             "thread_id": thread_id,
             "facts": facts,

@@ -202,7 +202,7 @@ async def test_run_polls_the_api_for_a_kafka_worker_and_prepares_each_due_thread
     record = MasterActionRecord(
         action_id="a-7",
         thread_id="thr-7",
-        project_id="proj-1",
+        project_id="proj-7",
         context_budget_level=ContextBudgetLevel.CRITICAL,
         actions=[MasterAction.PRE_COMPACTION_WRAP_UP],
         issued_at=NOW,
@@ -224,6 +224,7 @@ async def test_run_polls_the_api_for_a_kafka_worker_and_prepares_each_due_thread
         task.cancel()
     assert polled > 1
     assert [p.package_status for p in receiver.packages] == [PackageStatus.DRAFT, PackageStatus.READY]
+    assert {p.project_id for p in receiver.packages} == {"proj-7"}  # the listed action's, not the identity's
     assert receiver.commands == [("a-7", MasterActionCommandKind.ACK), ("a-7", MasterActionCommandKind.DONE)]
 
 
