@@ -23,9 +23,9 @@ import pytest
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
+from core.settings import Settings
 from streams.local_kafka import free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, get_when_up
 from tests.standins.codex_app_server import HANDOFF
 
