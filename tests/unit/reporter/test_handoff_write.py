@@ -10,10 +10,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ctxbudget.cli import app
 from reporter.agent_handoff import AgentHandoff
 from reporter.handoff_write import WRITE_OUTBOX_NAME, InboxAsker, RelayPaths
 from schemas import HandoffPackage, MasterAction, PackageStatus
-from streams.cli import app
 
 ACCEPTED = (202, {"Content-Type": "application/json"}, b'{"accepted": true}')
 PART = {
