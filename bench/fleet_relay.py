@@ -12,8 +12,11 @@ clock and the fleet's traffic:
   spec 8.2 order, a `Responder` posts the package each simulated worker would (over HTTP, with that worker's token),
   and the master consumes finished packages into relay threads.
 
-A third mode, the worker answering its `prepare_handoff` action itself (issue 23), plugs in as another `Responder`
-driven by the actions instead of the master's requests.
+- `relay`: nobody asks but the engine's own actions: each simulated worker runs the reporter's relay
+  (`bench.relay_responder`, issue 23), which lists its threads' open actions from the API, acknowledges them and
+  answers each wrap-up with a package from facts alone, draft then ready.
+
+With `--modes off,master,relay` (the default) the projects are split in thirds; `--modes off,relay` in halves.
 
 Printed from the compaction analytics in ClickHouse (`compaction_events`, `master_actions`, through the API's SQL
 endpoint): per mode, the share of compactions that had a ready package for their cycle, and the time from
@@ -43,6 +46,7 @@ from typing import Any
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from bench.measure import percentile
+from bench.relay_responder import relays_running, worker_relays
 from core.settings import Settings
 from master.cli import drive, mcp_command
 from master.driver import RoundReport
@@ -53,6 +57,7 @@ from streams.local_kafka import LocalKafka, free_port
 from streams.simulator import SimulationConfig, live_traffic, produce, worker_id_of
 from streams.topic_admin import ensure_topics
 
+MODES = ("off", "master", "relay")
 RECORDS_PER_TURN = 1.25
 """Records a simulated thread sends per turn on average (a snapshot, sometimes an estimate or a work fact)."""
 SETTLE_SECONDS = 20
@@ -198,7 +203,7 @@ def measure(api: str, token: str, mode_of: dict[str, str]) -> dict[str, dict[str
 def report(results: dict[str, dict[str, Any]], master: list[RoundReport], workers: SimulatedWorkers) -> None:
     print(f"{'mode':8} {'compactions':>11} {'with ready package':>19} {'prepare_handoff':>16} {'readied':>8}"
           f" {'ready p50 s':>12} {'ready p99 s':>12}")  # fmt: skip
-    for mode in ("off", "master"):
+    for mode in MODES:
         r = results.get(mode, {"compactions": 0, "ready": 0, "issued": 0, "waits": []})
         share = f"{r['ready']}/{r['compactions']} = {r['ready'] / r['compactions']:.0%}" if r["compactions"] else "-"
         waits = r["waits"]
@@ -239,8 +244,13 @@ async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) 
         operator = issue_token(secret, Role.OPERATOR, "bench", ttl=timedelta(hours=2))
         await asyncio.to_thread(token_file.write_text, operator)
         projects = [f"proj-{i:03d}" for i in range(args.projects)]
-        on = projects[: len(projects) // 2]
-        mode_of = {p: ("master" if p in on else "off") for p in projects}
+        modes = args.modes.split(",")
+        mode_of = {p: modes[i % len(modes)] for i, p in enumerate(projects)}
+        on = [p for p in projects if mode_of[p] == "master"]
+        relayed = [(f"thread-{i:04d}", f"proj-{i % args.projects:03d}") for i in range(args.threads)]
+        relays = worker_relays(
+            api, secret, [(t, p) for t, p in relayed if mode_of[p] == "relay"], settings.resolved_data_dir / "relay"
+        )
         config = SimulationConfig(
             threads=args.threads,
             projects=args.projects,
@@ -256,26 +266,32 @@ async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) 
         )
         rate = args.threads * RECORDS_PER_TURN / args.turn_seconds
         workers, rounds = SimulatedWorkers(api, secret), []
-        print(f"fleet: {args.threads} threads, {args.projects} projects ({', '.join(on)} with the master), "
+        print(f"fleet: {args.threads} threads, {args.projects} projects ({mode_of}), "
               f"{args.turns} turns of ~{args.turn_seconds} s; data in {settings.data_dir}", flush=True)  # fmt: skip
         started = time.monotonic()
         mcp_log = settings.resolved_data_dir / "mcp.log"
-        async with master_running(mcp_command(api, token_file), workers, on, args.interval, rounds, mcp_log):
+        master = master_running(mcp_command(api, token_file), workers, on, args.interval, rounds, mcp_log)
+        async with master if on else contextlib.nullcontext(), relays_running(relays):
             sent = await produce(live_traffic(config), str(settings.kafka_bootstrap_servers), "bench.", rate)
             await asyncio.sleep(SETTLE_SECONDS)
         print(f"sent {sent} records in {time.monotonic() - started:.0f} s", flush=True)
         await asyncio.sleep(5)  # the sinks' last flush
         report(await asyncio.to_thread(measure, api, operator, mode_of), rounds, workers)
+        made = [p for relay in relays for p in relay.prepared]
+        owed = sum(len(relay.outbox) for relay in relays)
+        print(f"relays: {len(relays)} workers, {len(made)} packages, {sum(p.ready_at is not None for p in made)} ready,"
+              f" {sum(r.outbox.rejected for r in relays)} refused, {owed} still owed")  # fmt: skip
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=16)
-    parser.add_argument("--projects", type=int, default=4)
+    parser.add_argument("--projects", type=int, default=6)
     parser.add_argument("--turns", type=int, default=90)
     parser.add_argument("--turn-seconds", type=float, default=1.3)
     parser.add_argument("--interval", type=float, default=2.0, help="Seconds between the master's rounds.")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--modes", default=",".join(MODES), help="The modes, each given to a share of the projects.")
     return parser.parse_args(argv)
 
 
