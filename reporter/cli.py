@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -17,7 +18,13 @@ from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
-from reporter.git_facts import WorkFactTracker
+from reporter.git_facts import (
+    DEFAULT_DECISION_PATHS,
+    DEFAULT_HARDWARE_PATTERNS,
+    DEFAULT_TEST_PATTERNS,
+    FactPatterns,
+    WorkFactTracker,
+)
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
@@ -74,6 +81,24 @@ def _sink(settings: Settings, api_url: str | None, token: str | None) -> Sink:
     return KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix)
 
 
+def fact_patterns(
+    tests: list[str] | None, decisions: list[str] | None, hardware: list[str] | None, waiting: list[str] | None
+) -> FactPatterns:
+    """The spec 4.2 patterns given on the command line, each list replacing its default; a bad regex is refused."""
+    for pattern in (*(tests or ()), *(hardware or ()), *(waiting or ())):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise typer.BadParameter(f"{pattern!r} is no regular expression: {error}") from error
+    defaults = FactPatterns()
+    return FactPatterns(
+        test=tuple(tests) if tests else defaults.test,
+        decision_paths=tuple(decisions) if decisions else defaults.decision_paths,
+        hardware=tuple(hardware) if hardware else defaults.hardware,
+        waiting=tuple(waiting) if waiting else defaults.waiting,
+    )
+
+
 def report(
     source: Annotated[Source, typer.Option("--from", help="What to read.")],
     node_id: Annotated[str, typer.Option(envvar="CTXBUDGET_NODE_ID", help="This machine (spec 5.2 node_id).")],
@@ -111,6 +136,34 @@ def report(
     spool_dir: Annotated[
         Path | None, typer.Option(help="Snapshots not delivered yet (default: <data dir>/reporter/spool).")
     ] = None,
+    test_command: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a regex of commands that run tests (repeatable; replaces the defaults: "
+            + ", ".join(DEFAULT_TEST_PATTERNS)
+            + ")."
+        ),
+    ] = None,
+    decision_path: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a glob of files that record decisions (repeatable; replaces the defaults: "
+            + ", ".join(DEFAULT_DECISION_PATHS)
+            + ")."
+        ),
+    ] = None,
+    hardware_command: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a regex of uninterruptible hardware steps (repeatable; replaces the default: "
+            + ", ".join(DEFAULT_HARDWARE_PATTERNS)
+            + ")."
+        ),
+    ] = None,
+    waiting_command: Annotated[
+        list[str] | None,
+        typer.Option(help="Spec 4.2: a regex of commands that wait on another node (repeatable; none by default)."),
+    ] = None,
 ) -> None:
     """Report real agent threads' context budgets: Codex app-server notifications, Codex rollout files, or our own
     session events (one JSON object per line)."""
@@ -118,8 +171,7 @@ def report(
         raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_PROFILES)}")
     if input_path is not None and exec_command is not None:
         raise typer.BadParameter("give --input or --exec, not both")
-    if source is Source.EVENTS and api_url:
-        raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
+    patterns = fact_patterns(test_command, decision_path, hardware_command, waiting_command)
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
@@ -139,6 +191,7 @@ def report(
             codex_profile,
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
             ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output),
+            patterns,
         )
     )
     if undelivered:
@@ -157,10 +210,10 @@ async def _run(
     codex_profile: str,
     spool_dir: Path,
     claude_profile: ClaudeCodeProfile,
+    patterns: FactPatterns,
 ) -> int:
     """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
-    with_events = isinstance(sink, KafkaSink)  # spec 5.2 has no endpoint for session events
-    if with_events:
+    if isinstance(sink, KafkaSink):
         await sink.start()
     if source is not Source.EVENTS:
         sink = SpooledSink(Spool(spool_dir), sink)
@@ -175,13 +228,12 @@ async def _run(
                 f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True
             )
         elif source is Source.CODEX_ROLLOUTS:
-            await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
+            facts = WorkFactTracker(patterns)
+            await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file, True, facts), poll_seconds)
         elif source is Source.CLAUDE_CODE:
-            await run_rollouts(
-                reporter,
-                TranscriptTailer(rollout_dir, state_file, claude_profile, with_events, WorkFactTracker()),
-                poll_seconds,
-            )
+            facts = WorkFactTracker(patterns)
+            tailer = TranscriptTailer(rollout_dir, state_file, claude_profile, True, facts)
+            await run_rollouts(reporter, tailer, poll_seconds)
         else:
             skipped = await run_events(sink, lines)
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)

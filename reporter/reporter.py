@@ -10,7 +10,8 @@ stays due.
 
 A compaction the tool announces before it reports usage again (`Reading.usage_stale`) is said at once as a
 `compaction_completed` session event (count in its id, time, the usage of before as `tokens_before`), while no
-snapshot goes out until the tool reports occupancy again. Claude Code's transcript derives its own compaction events.
+snapshot goes out until the tool reports occupancy again. A tailer that collects session events (a Claude Code
+transcript's, a Codex rollout's) derives its own compaction events, and its readings say so (`events_derived`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from schemas.codec import Codec, DecodeError
 log = logging.getLogger(__name__)
 
 _EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
+AnyTailer = RolloutTailer | TranscriptTailer
 DELIVERY_PAUSE = timedelta(seconds=5)
 """After the sink gave up (its own retries exhausted), wait this long before the next attempt."""
 
@@ -92,7 +94,7 @@ class Reporter:
             log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
             return
         key = (reading.thread_id, reading.source_kind)
-        if reading.usage_stale and self._announced.get(key) != reading.compaction_count:
+        if reading.usage_stale and not reading.events_derived and self._announced.get(key) != reading.compaction_count:
             log.info(
                 "reporter: thread %r compacted (%d so far, last at %s); its occupancy is unknown until the tool reports"
                 " usage again: the compaction is sent as an event, and no snapshot until then",
@@ -224,18 +226,17 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTailer, poll_seconds: float = 1.0) -> None:
-    """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
-    with them and offered again on restart)."""
+async def run_rollouts(reporter: Reporter, tailer: AnyTailer, poll_seconds: float = 1.0) -> None:
+    """Tail rollout files or transcripts forever: poll, report, save positions (safe at once: each thread's latest
+    reading is saved with them and offered again on restart)."""
     for reading in tailer.restored():
         reporter.observe(reading)
     while True:
         reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
         for reading in tailer.poll():
             reporter.observe(reading)
-        if isinstance(tailer, TranscriptTailer):
-            _work_facts(reporter, tailer)
-        delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
+        _work_facts(reporter, tailer)
+        delivered = await _send_events(reporter.sink, tailer)
         await reporter.flush()
         if delivered:  # else a restart re-reads the lines and derives the same events again
             tailer.commit()
@@ -244,7 +245,7 @@ async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTai
             await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
 
 
-def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
+def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
     """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
     if tailer.facts is None:
         return
@@ -256,8 +257,8 @@ def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
         reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
-async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
-    """The transcript's session events; what could not be delivered is kept for the next round, in order."""
+async def _send_events(sink: Sink, tailer: AnyTailer) -> bool:
+    """The files' session events; what could not be delivered is kept for the next round, in order."""
     events = tailer.take_events()
     for index, event in enumerate(events):
         try:
