@@ -66,10 +66,12 @@ def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[
 
 
 def agent_tool_view(client: Client, thread_id: str) -> Row | None:
-    """What the thread's latest snapshot says of the agent tool: its name, model and the percent it displays."""
+    """What the thread's latest report from its agent tool says: the tool's name, model and the percent it displays
+    (the projection's own estimates, also snapshots, know none of them)."""
     sql = (
         f"SELECT agent_tool, model, shown_remaining_pct FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
-        " WHERE thread_id = {id:String} ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1"
+        " WHERE thread_id = {id:String} AND shown_remaining_pct IS NOT NULL"
+        " ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1"
     )
     rows = query_rows(client, sql, id=thread_id)
     return rows[0] if rows else None

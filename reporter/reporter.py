@@ -236,7 +236,7 @@ async def run_rollouts(reporter: Reporter, tailer: AnyTailer, poll_seconds: floa
         for reading in tailer.poll():
             reporter.observe(reading)
         _work_facts(reporter, tailer)
-        delivered = await _send_events(reporter.sink, tailer)
+        delivered = await _send_events(reporter.sink, tailer, reporter.identity)
         await reporter.flush()
         if delivered:  # else a restart re-reads the lines and derives the same events again
             tailer.commit()
@@ -257,17 +257,30 @@ def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
         reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
-async def _send_events(sink: Sink, tailer: AnyTailer) -> bool:
-    """The files' session events; what could not be delivered is kept for the next round, in order."""
+async def _send_events(sink: Sink, tailer: AnyTailer, identity: Identity) -> bool:
+    """The files' session events, stamped with who reports them (the API admits an event only for a project, and the
+    projection publishes a reading only for a thread whose node and worker it knows); what could not be delivered is
+    kept for the next round, in order, and one the receiver refused is set aside with the reason."""
     events = tailer.take_events()
     for index, event in enumerate(events):
         try:
-            await sink.send_event(event)
+            await sink.send_event(_stamped(event, identity))
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
             tailer.return_events(events[index:])
             return False
+        except RejectedRecord as error:
+            if isinstance(sink, SpooledSink):
+                sink.set_aside("session_event", event, str(error))
+            else:
+                log.error("reporter: the receiver rejected a session event: %s", error)
     return True
+
+
+def _stamped(event: SessionEvent, identity: Identity) -> SessionEvent:
+    known = {"project_id": identity.project_id, "node_id": identity.node_id, "worker_id": identity.worker_id}
+    missing = {name: value for name, value in known.items() if getattr(event, name) is None}
+    return event.model_copy(update=missing) if missing else event
 
 
 async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:

@@ -262,3 +262,29 @@ async def test_a_compaction_the_tailer_says_is_not_said_again_by_the_reporter(tm
         e.event_id for e in sink.events if e.type == "compaction_completed" and e.event_id.startswith("cx-")
     ]
     assert sum(e.type == "compaction_completed" for e in sink.events) == 1
+
+
+async def test_events_go_out_stamped_and_a_refused_one_is_set_aside(tmp_path: Path) -> None:
+    from reporter.sink import RejectedRecord
+    from reporter.spool import Spool
+    from reporter.spooled_sink import SpooledSink
+
+    class Refusing(_Sink):
+        async def send_event(self, event: SessionEvent) -> None:
+            if isinstance(event, ToolResultAdded):
+                raise RejectedRecord("422: refused")
+            await super().send_event(event)
+
+    shutil.copy(COMPACTION, tmp_path / COMPACTION.name)
+    inner = Refusing()
+    spooled = SpooledSink(Spool(tmp_path / "spool"), inner)
+    await spooled.start()
+    await _run_a_while(Reporter(IDENTITY, spooled, clock=_Clock()), RolloutTailer(tmp_path, tmp_path / "s.json", True))
+    await spooled.close()
+    assert inner.events
+    assert {(e.project_id, e.node_id, e.worker_id) for e in inner.events} == {
+        (IDENTITY.project_id, IDENTITY.node_id, IDENTITY.worker_id)
+    }
+    set_aside = spooled.rejected_path.read_text().splitlines()
+    assert len(set_aside) == 5  # the five tool results, with the reason, not lost
+    assert json.loads(set_aside[0])["reason"] == "422: refused"
