@@ -28,7 +28,7 @@ from reporter.git_facts import (
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
-from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
+from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
 from reporter.sink import Sink
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
@@ -100,7 +100,13 @@ def fact_patterns(
 
 
 def report(
-    source: Annotated[Source, typer.Option("--from", help="What to read.")],
+    sources: Annotated[
+        list[Source],
+        typer.Option(
+            "--from",
+            help="What to read; claude-code and codex-rollouts may be given together (one process tails both).",
+        ),
+    ],
     node_id: Annotated[str, typer.Option(envvar="CTXBUDGET_NODE_ID", help="This machine (spec 5.2 node_id).")],
     worker_id: Annotated[str, typer.Option(envvar="CTXBUDGET_WORKER_ID", help="This worker (spec 5.2).")],
     project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The threads' project.")],
@@ -111,15 +117,23 @@ def report(
     exec_command: Annotated[
         str | None, typer.Option("--exec", help="app-server / events: read the stdout of this command instead.")
     ] = None,
-    rollout_dir: Annotated[
-        Path | None,
-        typer.Option("--dir", help="codex-rollouts / claude-code: the sessions (projects) directory."),
+    rollout_dirs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--dir",
+            help="codex-rollouts / claude-code: the sessions (projects) directory, once per --from, in their order "
+            f"(default: {DEFAULT_ROLLOUT_DIR}, {DEFAULT_CLAUDE_DIR}).",
+        ),
     ] = None,
     state_file: Annotated[
         Path | None,
-        typer.Option(help="codex-rollouts / claude-code: read positions (default: <data dir>/reporter/<source>.json)."),
+        typer.Option(
+            help="codex-rollouts or claude-code alone: read positions (default: <data dir>/reporter/<source>.json)."
+        ),
     ] = None,
-    poll_seconds: Annotated[float, typer.Option(min=0.05, help="codex-rollouts: how often to look for lines.")] = 1.0,
+    poll_seconds: Annotated[
+        float, typer.Option(min=0.05, help="codex-rollouts / claude-code: how often to look for lines.")
+    ] = 1.0,
     api_url: Annotated[
         str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Report through the API (else Kafka).")
     ] = None,
@@ -175,9 +189,11 @@ def report(
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
-    claude = source is Source.CLAUDE_CODE
-    directory = rollout_dir or (DEFAULT_CLAUDE_DIR if claude else DEFAULT_ROLLOUT_DIR)
-    state_name = "claude-code.json" if claude else "rollouts.json"
+    source = _one_kind(sources)
+    tailers: list[AnyTailer] = []
+    if source is None:
+        claude_profile = ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output)
+        tailers = _tailers(sources, rollout_dirs or [], state_file, settings, claude_profile, patterns)
     undelivered = asyncio.run(
         _run(
             source,
@@ -185,32 +201,64 @@ def report(
             _sink(settings, api_url, token),
             identity,
             lines,
-            directory,
-            state_file or settings.resolved_data_dir / "reporter" / state_name,
+            tailers,
             poll_seconds,
             codex_profile,
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
-            ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output),
-            patterns,
         )
     )
     if undelivered:
         raise typer.Exit(1)
 
 
+FILE_SOURCES = {Source.CODEX_ROLLOUTS: DEFAULT_ROLLOUT_DIR, Source.CLAUDE_CODE: DEFAULT_CLAUDE_DIR}
+STATE_NAMES = {Source.CODEX_ROLLOUTS: "rollouts.json", Source.CLAUDE_CODE: "claude-code.json"}
+
+
+def _one_kind(sources: list[Source]) -> Source | None:
+    """The stream source (app-server, events), which comes alone; None for file sources, which may come together."""
+    if len(set(sources)) != len(sources):
+        raise typer.BadParameter("give each --from once")
+    streams = [s for s in sources if s not in FILE_SOURCES]
+    if streams and len(sources) > 1:
+        raise typer.BadParameter(f"--from {streams[0]} reads one stream: give it alone")
+    return streams[0] if streams else None
+
+
+def _tailers(
+    sources: list[Source],
+    directories: list[Path],
+    state_file: Path | None,
+    settings: Settings,
+    claude_profile: ClaudeCodeProfile,
+    patterns: FactPatterns,
+) -> list[AnyTailer]:
+    if directories and len(directories) != len(sources):
+        raise typer.BadParameter("give --dir once per --from, in the same order, or not at all")
+    if state_file is not None and len(sources) > 1:
+        raise typer.BadParameter("--state-file names one source's positions: with several, each has its default")
+    facts = WorkFactTracker(patterns)
+    tailers: list[AnyTailer] = []
+    for index, source in enumerate(sources):
+        directory = directories[index] if directories else FILE_SOURCES[source]
+        state = state_file or settings.resolved_data_dir / "reporter" / STATE_NAMES[source]
+        if source is Source.CLAUDE_CODE:
+            tailers.append(TranscriptTailer(directory, state, claude_profile, True, facts))
+        else:
+            tailers.append(RolloutTailer(directory, state, True, facts))
+    return tailers
+
+
 async def _run(
-    source: Source,
+    source: Source | None,
     settings: Settings,
     sink: Sink,
     identity: Identity,
     lines: AsyncIterator[str],
-    rollout_dir: Path,
-    state_file: Path,
+    tailers: list[AnyTailer],
     poll_seconds: float,
     codex_profile: str,
     spool_dir: Path,
-    claude_profile: ClaudeCodeProfile,
-    patterns: FactPatterns,
 ) -> int:
     """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
     if isinstance(sink, KafkaSink):
@@ -227,13 +275,8 @@ async def _run(
             typer.echo(
                 f"ignored notifications: {dict(parser.ignored)}; skipped lines: {dict(parser.skipped.counts)}", err=True
             )
-        elif source is Source.CODEX_ROLLOUTS:
-            facts = WorkFactTracker(patterns)
-            await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file, True, facts), poll_seconds)
-        elif source is Source.CLAUDE_CODE:
-            facts = WorkFactTracker(patterns)
-            tailer = TranscriptTailer(rollout_dir, state_file, claude_profile, True, facts)
-            await run_rollouts(reporter, tailer, poll_seconds)
+        elif source is None:
+            await run_rollouts(reporter, tailers, poll_seconds)
         else:
             skipped = await run_events(sink, lines)
             typer.echo(f"skipped lines: {dict(skipped.counts)}", err=True)

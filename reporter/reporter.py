@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +32,7 @@ from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.jsonl_tailer import JsonlTailer
 from reporter.readings import Identity, Reading, SkipLog, compaction_event, reading_level, to_snapshot
 from reporter.sink import DeliveryError, RejectedRecord, Sink
 from reporter.spooled_sink import SpooledSink
@@ -226,20 +227,25 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: AnyTailer, poll_seconds: float = 1.0) -> None:
-    """Tail rollout files or transcripts forever: poll, report, save positions (safe at once: each thread's latest
-    reading is saved with them and offered again on restart)."""
-    for reading in tailer.restored():
-        reporter.observe(reading)
+async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTailer], poll_seconds: float = 1.0) -> None:
+    """Tail rollout files and transcripts forever (one tailer, or several: Claude Code's and Codex's in one process):
+    poll, report, save positions (safe at once: each thread's latest reading is saved with them and offered again on
+    restart)."""
+    tailers = [tailers] if isinstance(tailers, JsonlTailer) else list(tailers)
+    for tailer in tailers:
+        for reading in tailer.restored():
+            reporter.observe(reading)
     while True:
         reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
-        for reading in tailer.poll():
-            reporter.observe(reading)
-        _work_facts(reporter, tailer)
-        delivered = await _send_events(reporter.sink, tailer, reporter.identity)
+        for tailer in tailers:
+            for reading in tailer.poll():
+                reporter.observe(reading)
+            _work_facts(reporter, tailer)
+        delivered = [await _send_events(reporter.sink, tailer, reporter.identity) for tailer in tailers]
         await reporter.flush()
-        if delivered:  # else a restart re-reads the lines and derives the same events again
-            tailer.commit()
+        for tailer, done in zip(tailers, delivered, strict=True):
+            if done:  # else a restart re-reads the lines and derives the same events again
+                tailer.commit()
         due = reporter.seconds_until_due()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))

@@ -1,4 +1,4 @@
-"""A real Claude Code transcript and a real Codex rollout (tests/data), each tailed by `ctxbudget report` and posted
+"""A real Claude Code transcript and a real Codex rollout (tests/data), tailed by one `ctxbudget report` and posted
 to the API (5.2, and the session-events route) of a `ctxbudget run` worker, through the pipeline to the conversation's
 ring (6.1), the project's ranking (6.2) and the thread page (6.3).
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import signal
 import sys
 import uuid
@@ -84,12 +85,15 @@ def _tools(tmp_path: Path, now: datetime) -> list[Tool]:
     ]
 
 
-async def _start_report(tool: Tool, tmp_path: Path, api: str, token: str) -> asyncio.subprocess.Process:
-    state = tmp_path / "reporter" / tool.source
+async def _start_report(tools: list[Tool], tmp_path: Path, api: str, token: str) -> asyncio.subprocess.Process:
+    """One `ctxbudget report` tailing both tools' directories."""
+    sources = [arg for tool in tools for arg in ("--from", tool.source)]
+    directories = [arg for tool in tools for arg in ("--dir", str(tool.directory))]
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "streams", "report", "--from", tool.source, "--dir", str(tool.directory),
-        "--state-file", str(state / "positions.json"), "--spool-dir", str(state / "spool"), "--poll-seconds", "0.2",
-        "--node-id", NODE, "--worker-id", WORKER, "--project-id", PROJECT, "--api-url", api, "--token", token,
+        sys.executable, "-m", "streams", "report", *sources, *directories, "--spool-dir", str(tmp_path / "spool"),
+        "--poll-seconds", "0.2", "--node-id", NODE, "--worker-id", WORKER, "--project-id", PROJECT,
+        "--api-url", api, "--token", token,
+        env={**os.environ, "CTXBUDGET_DATA_DIR": str(tmp_path / "reporter")},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
 
@@ -129,7 +133,7 @@ async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_rankin
             await produce(settings, [("conversations", c.conversation_id, c) for c in conversations])
             secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())
             token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
-            reports = [await _start_report(tool, tmp_path, api, token) for tool in tools]
+            reports = [await _start_report(tools, tmp_path, api, token)]
 
             def state(o: Outputs, thread: str) -> dict | None:
                 return o.latest_states().get(thread)
@@ -188,8 +192,8 @@ async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_rankin
         assert worker.stop() == 0, worker.output()
     for log in logs:
         assert "rejected a" not in log, log  # the API admitted every snapshot and session event
-    for tool in tools:
-        assert not (tmp_path / "reporter" / tool.source / "spool" / REJECTED_NAME).exists()
+    assert not (tmp_path / "spool" / REJECTED_NAME).exists()
+    assert {p.name for p in (tmp_path / "reporter" / "reporter").iterdir()} >= {"claude-code.json", "rollouts.json"}
 
 
 async def _until_shown(api: str, token: str, tool: Tool) -> None:
