@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_events import (
+    EDIT_TOOLS,
     TOOL_RESULT,
     assistant_events,
     boundary_event,
@@ -232,7 +233,7 @@ def _assistant(
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
         state = state.model_copy(update=facts)
         events = tuple(assistant_events(record, _thread(state), at, None))
-        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at)
+        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=_edits(record))
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -257,7 +258,12 @@ def _assistant(
         context_window_tokens=profile.window(state.model),
     )
     events = tuple(assistant_events(record, _thread(state), at, sample))
-    return LineResult(state, state.reading(profile), None, events, tuple(shell_commands(record)), at=at)
+    commands = tuple(shell_commands(record))
+    return LineResult(state, state.reading(profile), None, events, commands, at=at, edits=_edits(record))
+
+
+def _edits(record: dict[str, Any]) -> bool:
+    return any(name in EDIT_TOOLS for name in tool_calls(record).values())
 
 
 def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
@@ -330,7 +336,7 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
         if result.automatic_compaction_at is not None:
             self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
 
-    def commit(self) -> None:
+    def save(self) -> None:
         """Save the read positions and the learned compaction point atomically."""
         state = _StateFile(learned_compaction_point=self.profile.learned, files=self._files)
         write_atomically(self.state_path, state.model_dump_json(indent=1).encode())

@@ -31,6 +31,7 @@ from schemas.session_events import (
 )
 
 TOOL_RESULT = "tool_result"
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 
 
 def estimate_tokens(text: str) -> int:

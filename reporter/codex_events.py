@@ -30,6 +30,7 @@ from schemas import MessageRole
 from schemas.session_events import MessageAdded, SessionEvent, ToolResultAdded
 
 SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command", "container.exec"})
+EDIT_TOOLS = frozenset({"apply_patch"})
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 _ROLES = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "developer": MessageRole.DEVELOPER}
@@ -151,3 +152,8 @@ def replacement_tokens(payload: dict[str, Any]) -> int | None:
     parts = [content_text(item.get("content")) for item in history if isinstance(item, dict)] if history else []
     text = "".join(parts) + str(payload.get("message") or "")
     return estimate_tokens(text) if text else None
+
+
+def edits(kind: str, payload: dict[str, Any]) -> bool:
+    """The record calls Codex's file-editing tool (`apply_patch`, a custom or function call)."""
+    return kind == "response_item" and payload.get("type") in CALL_TYPES and payload.get("name") in EDIT_TOOLS

@@ -34,6 +34,7 @@ from reporter.claude_events import TOOL_RESULT, compaction_finished, compaction_
 from reporter.codex_events import (
     call_names,
     command_outcomes,
+    edits,
     event_id,
     replacement_tokens,
     shell_commands,
@@ -161,7 +162,14 @@ def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_of
         update["last_surface"] = TOOL_RESULT if isinstance(events[-1], ToolResultAdded) else "message"
     state = state.model_copy(update=update)
     commands, outcomes = shell_commands(kind, payload), command_outcomes(kind, payload)
-    return LineResult(state, events=tuple(events), commands=tuple(commands), outcomes=tuple(outcomes), at=at)
+    return LineResult(
+        state,
+        events=tuple(events),
+        commands=tuple(commands),
+        outcomes=tuple(outcomes),
+        at=at,
+        edits=edits(kind, payload),
+    )
 
 
 def _usage(
@@ -276,6 +284,6 @@ class RolloutTailer(JsonlTailer[RolloutFileState]):
         reading = state.reading()
         return replace(reading, events_derived=True) if reading is not None and self.collect_events else reading
 
-    def commit(self) -> None:
+    def save(self) -> None:
         """Save the read positions atomically."""
         write_atomically(self.state_path, _StateFile(files=self._files).model_dump_json(indent=1).encode())

@@ -8,7 +8,10 @@
 - `awaiting_cross_node_reply`: a running command matching the waiting patterns.
 
 `WorkFactTracker.evaluate` returns only the facts that changed since the last evaluation, as `work_fact_changed`
-events whose ids derive from the thread, the fact, its state and the evaluation time.
+events whose ids derive from the thread, the fact, its state and the evaluation time. `WorkFactTracker.due` says when
+to look again: at once after a command started or finished or a file edit (what changes the facts), else once
+`refresh` passed: a busy thread writes a line every few seconds, and each look at its work tree costs two git
+processes, far more than reading the line.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from schemas import WorkFact
@@ -39,6 +42,9 @@ DEFAULT_DECISION_PATHS = ("docs/adr/*", "docs/decisions/*", "*DECISIONS*.md", "*
 DEFAULT_HARDWARE_PATTERNS = (r"\b(openocd|esptool(\.py)?|avrdude|dfu-util|st-flash|nrfjprog|fastboot\s+flash)\b",)
 DEFAULT_WAITING_PATTERNS: tuple[str, ...] = ()
 GIT_TIMEOUT_SECONDS = 5.0
+DEFAULT_REFRESH = timedelta(seconds=60)
+"""How long a thread's work-tree view may age while its lines show no command and no edit (a change made outside
+the agent, e.g. a commit in another terminal, is seen within it)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,9 @@ class _Thread:
     cwd: Path
     commands: dict[str, _Command] = field(default_factory=dict)
     facts: dict[WorkFact, tuple[bool, str, tuple[str, ...]]] = field(default_factory=dict)
+    evaluated_at: datetime | None = None
+    commands_changed: bool = True
+    """A command started or finished, or a file was edited, since the last evaluation."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +119,9 @@ COMMANDS_KEPT = 64
 
 
 class WorkFactTracker:
-    def __init__(self, patterns: FactPatterns | None = None) -> None:
+    def __init__(self, patterns: FactPatterns | None = None, refresh: timedelta = DEFAULT_REFRESH) -> None:
         self.patterns = patterns or FactPatterns()
+        self.refresh = refresh
         self._threads: dict[str, _Thread] = {}
 
     def observe_cwd(self, thread_id: str, cwd: str) -> None:
@@ -123,13 +133,20 @@ class WorkFactTracker:
         if (thread := self._threads.get(thread_id)) is None:
             return
         thread.commands[call_id] = _Command(command, at)
+        thread.commands_changed = True
         while len(thread.commands) > COMMANDS_KEPT:
             thread.commands.pop(next(iter(thread.commands)))
+
+    def observe_edit(self, thread_id: str) -> None:
+        """The agent edited files (an edit tool, not a shell command): the work tree is worth a look."""
+        if (thread := self._threads.get(thread_id)) is not None:
+            thread.commands_changed = True
 
     def observe_result(self, thread_id: str, call_id: str, failed: bool) -> None:
         thread = self._threads.get(thread_id)
         if thread is not None and (command := thread.commands.get(call_id)) is not None:
             command.finished, command.failed = True, failed
+            thread.commands_changed = True
 
     def threads(self) -> list[str]:
         return list(self._threads)
@@ -162,9 +179,12 @@ class WorkFactTracker:
 
     def evaluate(self, thread_id: str, now: datetime, project_id: str | None = None) -> list[WorkFactChanged]:
         """The facts that changed since the last evaluation (the first evaluation reports the active ones)."""
-        facts = self.current(thread_id)
         thread = self._threads.get(thread_id)
-        if facts is None or thread is None:
+        if thread is None:
+            return []
+        thread.evaluated_at, thread.commands_changed = now, False
+        facts = self.current(thread_id)
+        if facts is None:
             return []
         events = []
         for fact, value in facts.items():
@@ -187,6 +207,14 @@ class WorkFactTracker:
             )
             thread.facts[fact] = value
         return events
+
+    def due(self, thread_id: str, now: datetime) -> bool:
+        """Whether to look at the thread's work tree now: a command started or finished, a file was edited, or its
+        last look is older than `refresh`."""
+        thread = self._threads.get(thread_id)
+        if thread is None or thread.evaluated_at is None or thread.commands_changed:
+            return True
+        return now - thread.evaluated_at >= self.refresh
 
     def must_finish(self, thread_id: str) -> bool:
         thread = self._threads.get(thread_id)

@@ -5,14 +5,16 @@ A line yields a `LineResult`: the file's new state, maybe a reading, the session
 and the shell commands it started and the results it carried, which feed the spec 4.2 `WorkFactTracker` of the
 thread's working directory. One derivation for both tools: each tool only says how one of its lines reads.
 
-`poll()` returns the readings of the lines read since the last poll; `commit()` (the subclass's) saves the positions
-reached. A file whose inode changed or that shrank below its offset was replaced, and is read from its start. Only
-complete lines are consumed: a line still being written is read once its newline arrives.
+`poll()` returns the readings of the lines read since the last poll; `commit()` saves the positions reached (the
+subclass's `save`, skipped when nothing was read). A file whose inode changed or that shrank below its offset was
+replaced, and is read from its start. Only complete lines are consumed: a line still being written is read once its
+newline arrives.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,6 +53,8 @@ class LineResult(Generic[S]):
     """(call id, command) of shell commands the line started."""
     outcomes: tuple[tuple[str, bool], ...] = ()
     """(call id, failed) of commands the line says finished."""
+    edits: bool = False
+    """The line is a call of a file-editing tool (the work tree changes without a shell command)."""
     at: datetime | None = None
     """The line's own time: when its commands started."""
 
@@ -75,6 +79,8 @@ class JsonlTailer(Generic[S]):
         """Threads with lines read since the last `take_touched` (their work facts may have changed)."""
         self._files = files
         self._events: list[SessionEvent] = []
+        self._unsaved = False
+        """Lines were read since the last save."""
 
     def fresh_state(self, path: Path, inode: int) -> S:
         raise NotImplementedError
@@ -104,20 +110,30 @@ class JsonlTailer(Generic[S]):
 
     def poll(self) -> list[Reading]:
         readings: list[Reading] = []
-        for path in sorted(self.directory.rglob("*.jsonl")):
+        for path in self._paths():
             if self.includes(path):
                 readings.extend(self._read_file(path))
         return readings
 
+    def _paths(self) -> list[Path]:
+        """Every `*.jsonl` under the directory, in order (`os.walk` lists a tree of hundreds of files far faster
+        than `Path.rglob`, and this runs every poll)."""
+        found = []
+        for folder, _, names in os.walk(self.directory):
+            found.extend(os.path.join(folder, name) for name in names if name.endswith(".jsonl"))
+        return [Path(name) for name in sorted(found)]
+
     def _read_file(self, path: Path) -> list[Reading]:
         key = str(path)
+        state = self._files.get(key)
         try:
             stat = path.stat()
+            if state is not None and state.inode == stat.st_ino and stat.st_size == state.offset:
+                return []  # nothing new: most files, most polls
             handle = path.open("rb")
         except OSError as error:  # vanished between listing and opening
             log.warning("%s: cannot read %s: %s", self.source, path, error)
             return []
-        state = self._files.get(key)
         if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
             if state is not None:
                 log.info("%s: %s was replaced; reading it from the start", self.source, path)
@@ -135,6 +151,7 @@ class JsonlTailer(Generic[S]):
                     self._events.extend(result.events)
                 self._track(result)
         self._files[key] = state
+        self._unsaved = True
         return readings
 
     def _track(self, result: LineResult[S]) -> None:
@@ -147,6 +164,8 @@ class JsonlTailer(Generic[S]):
                 self.facts.observe_command(thread, call_id, command, result.at)
         for call_id, failed in result.outcomes:
             self.facts.observe_result(thread, call_id, failed)
+        if result.edits:
+            self.facts.observe_edit(thread)
         self.touched.add(thread)
 
     def take_touched(self) -> set[str]:
@@ -166,4 +185,10 @@ class JsonlTailer(Generic[S]):
         self._events[:0] = events
 
     def commit(self) -> None:
+        """Save the read positions atomically, when lines were read since the last save."""
+        if self._unsaved:
+            self.save()
+            self._unsaved = False
+
+    def save(self) -> None:
         raise NotImplementedError

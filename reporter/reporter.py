@@ -252,11 +252,15 @@ async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTail
 
 
 def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
-    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
+    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish. A thread looked at
+    too recently waits for a later round (its lines are read; only git is asked less often)."""
     if tailer.facts is None:
         return
     now = reporter.clock()
     for thread_id in sorted(tailer.take_touched()):
+        if not tailer.facts.due(thread_id, now):
+            tailer.touched.add(thread_id)
+            continue
         changes = tailer.facts.evaluate(thread_id, now, reporter.identity.project_id)
         if tailer.collect_events:
             tailer.queue_events(changes)

@@ -288,3 +288,17 @@ async def test_events_go_out_stamped_and_a_refused_one_is_set_aside(tmp_path: Pa
     set_aside = spooled.rejected_path.read_text().splitlines()
     assert len(set_aside) == 5  # the five tool results, with the reason, not lost
     assert json.loads(set_aside[0])["reason"] == "422: refused"
+
+
+def test_the_real_apply_patch_calls_are_edits_the_work_facts_look_at(tmp_path: Path) -> None:
+    class Counting(WorkFactTracker):
+        edits = 0
+
+        def observe_edit(self, thread_id: str) -> None:
+            self.edits += 1
+            super().observe_edit(thread_id)
+
+    shutil.copy(COMPACTION, tmp_path / COMPACTION.name)
+    tracker = Counting()
+    RolloutTailer(tmp_path, tmp_path / "s.json", True, tracker).poll()
+    assert tracker.edits == 3  # the excerpt's three apply_patch custom_tool_calls
