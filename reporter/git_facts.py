@@ -123,6 +123,9 @@ class WorkFactTracker:
         self.patterns = patterns or FactPatterns()
         self.refresh = refresh
         self._threads: dict[str, _Thread] = {}
+        self._round: datetime | None = None
+        self._views: dict[Path, GitView | None] = {}
+        """Work-tree views of the current round (`evaluate`'s `now`)."""
 
     def observe_cwd(self, thread_id: str, cwd: str) -> None:
         thread = self._threads.get(thread_id)
@@ -155,10 +158,13 @@ class WorkFactTracker:
         tests = [c for c in thread.commands.values() if self.patterns.matches(self.patterns.test, c.command)]
         return max(tests, key=lambda c: c.at, default=None)
 
-    def current(self, thread_id: str) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
-        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree."""
+    def current(
+        self, thread_id: str, now: datetime | None = None
+    ) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
+        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree. Threads
+        in one work tree evaluated at the same `now` (one round of the reporter) share one look at it."""
         thread = self._threads.get(thread_id)
-        view = git_view(thread.cwd) if thread else None
+        view = self._view(thread.cwd, now) if thread else None
         if thread is None or view is None:
             return None
         test = self._last_test(thread)
@@ -177,13 +183,22 @@ class WorkFactTracker:
             WorkFact.AWAITING_CROSS_NODE_REPLY: (bool(waiting), "; ".join(waiting), ()),
         }
 
+    def _view(self, cwd: Path, now: datetime | None) -> GitView | None:
+        if now is None:
+            return git_view(cwd)
+        if self._round != now:
+            self._round, self._views = now, {}
+        if cwd not in self._views:
+            self._views[cwd] = git_view(cwd)
+        return self._views[cwd]
+
     def evaluate(self, thread_id: str, now: datetime, project_id: str | None = None) -> list[WorkFactChanged]:
         """The facts that changed since the last evaluation (the first evaluation reports the active ones)."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return []
         thread.evaluated_at, thread.commands_changed = now, False
-        facts = self.current(thread_id)
+        facts = self.current(thread_id, now)
         if facts is None:
             return []
         events = []

@@ -173,3 +173,22 @@ def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refr
     tracker.evaluate("t1", T0 + timedelta(seconds=2))
     tracker.observe_edit("t1")
     assert tracker.due("t1", T0 + timedelta(seconds=3))  # an edit tool ran: at once
+
+
+def test_threads_in_one_work_tree_share_a_round_of_git(tmp_path: Path, monkeypatch) -> None:
+    import reporter.git_facts as git_facts
+
+    repo = _repo(tmp_path)
+    looks: list[Path] = []
+    real = git_facts.git_view
+    monkeypatch.setattr(git_facts, "git_view", lambda cwd: looks.append(cwd) or real(cwd))
+    tracker = WorkFactTracker()
+    for thread in ("t1", "t2", "t3"):
+        tracker.observe_cwd(thread, str(repo))
+    (repo / "app.py").write_text("x = 9\n")
+    changed = [tracker.evaluate(t, T0) for t in ("t1", "t2", "t3")]
+    assert len(looks) == 1
+    assert all([e.fact for e in events] == [WorkFact.UNCOMMITTED_PATCH] for events in changed)
+    tracker.observe_command("t1", "c", "pytest", T0)
+    tracker.evaluate("t1", T0 + timedelta(seconds=1))  # a later round looks again
+    assert len(looks) == 2
