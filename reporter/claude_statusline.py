@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.engine_config import REPORT_INTERVAL_SECONDS
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile
 from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
-from core.engine_config import REPORT_INTERVAL_SECONDS
 
 SESSIONS_KEPT = 256
 """Threads whose last report time is remembered: a forgotten one is reported at its next update."""

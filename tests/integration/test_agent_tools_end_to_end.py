@@ -23,6 +23,7 @@ import pytest
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
+from core.settings import Settings
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
@@ -30,8 +31,7 @@ from reporter.readings import Identity, Reading, to_snapshot
 from reporter.spooled_sink import REJECTED_NAME
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
 from streams.local_kafka import free_port
-from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, get_json, get_when_up, produce, until_listed
 from tests.integration.test_end_to_end import _until_found
 

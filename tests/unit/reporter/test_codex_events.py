@@ -10,6 +10,7 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from core.profiles import ProfileSet
 from reporter.claude_events import estimate_tokens
 from reporter.codex_events import command_outcomes, shell_commands
 from reporter.codex_rollouts import RolloutTailer
@@ -28,7 +29,6 @@ from schemas.session_events import (
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
-from streams.projection.profiles import ProfileSet
 from tests.unit.reporter.test_git_facts import T0, _git, _repo
 from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Sink
 
