@@ -1,4 +1,4 @@
-"""Reporter footprint on a worker: one `python -m reporter report` tailing N active transcripts, half Claude Code
+"""Reporter footprint on a worker: one `ctxbudget report` tailing N active transcripts, half Claude Code
 transcripts and half Codex rollouts, against a local receiver that answers like the API; printed against the targets
 (under 2% of a core, under 100 MB RSS, a line's report at the API within 1 s) and baselines of the same run.
 
@@ -174,7 +174,7 @@ def run_phase(label: str, root: Path, count: int, rate: float, seconds: float, p
     server = receiver(received)
     log = (root / "reporter.log").open("wb")
     command = [
-        sys.executable, "-m", "reporter", "report", "--from", "claude-code", "--from", "codex-rollouts",
+        sys.executable, "-m", "ctxbudget", "report", "--from", "claude-code", "--from", "codex-rollouts",
         "--dir", str(root / "claude"), "--dir", str(root / "codex"), "--poll-seconds", str(poll),
         "--api-url", f"http://127.0.0.1:{server.server_port}", "--token", "bench",
         "--node-id", "bench-node", "--worker-id", "bench-worker", "--project-id", "bench",

@@ -185,6 +185,8 @@ def report(
         raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_PROFILES)}")
     if input_path is not None and exec_command is not None:
         raise typer.BadParameter("give --input or --exec, not both")
+    if Source.EVENTS in sources and api_url:
+        raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
     patterns = fact_patterns(test_command, decision_path, hardware_command, waiting_command)
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
