@@ -72,11 +72,16 @@ _THREAD_COLUMNS = (
 )
 
 
+_TOOL_COLUMNS = ("agent_tool", "model", "shown_remaining_pct")
+
+
 def thread_detail(
-    row: Row, checklist_json: str | None, compaction_count: int, recent: Sequence[Row]
+    row: Row, checklist_json: str | None, compaction_count: int, recent: Sequence[Row], tool: Row | None = None
 ) -> ThreadContextDetail:
-    """Spec 6.3 from the thread's latest row, its current checklist (the engine's) and its compaction history."""
+    """Spec 6.3 from the thread's latest row, its current checklist (the engine's) and its compaction history; with
+    what its latest snapshot said of the agent tool (`tool`), when there is one."""
     body = {name: row[name] for name in _THREAD_COLUMNS}
+    body |= {name: tool[name] for name in _TOOL_COLUMNS} if tool else {}
     items = action_items(row.get("master_action_items") or "[]")
     body["pending_master_actions"] = [item.action for item in items if item.open]
     body["open_master_actions"] = [item.model_dump(mode="json") for item in items if item.open]

@@ -16,7 +16,7 @@ from api.cursor import NO_REPLY_RANK, SortKey
 from schemas import MasterActionItem
 from sinks.queries import Row, query_rows
 from sinks.rows import VERSION_COLUMN
-from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, THREAD_CONTEXT_ALERTS
+from sinks.tables import COMPACTION_EVENTS, CONVERSATION_INDICATORS, THREAD_CONTEXT_ALERTS, THREAD_CONTEXT_SNAPSHOTS
 
 _ITEMS: TypeAdapter[list[MasterActionItem]] = TypeAdapter(list[MasterActionItem])
 
@@ -63,3 +63,15 @@ def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[
         " ORDER BY completed_at DESC, event_id LIMIT 1 BY event_id LIMIT {recent:UInt32}"
     )
     return int(count.result_rows[0][0]), query_rows(client, sql, **parameters)
+
+
+def agent_tool_view(client: Client, thread_id: str) -> Row | None:
+    """What the thread's latest report from its agent tool says: the tool's name, model and the percent it displays
+    (the projection's own estimates, also snapshots, know none of them)."""
+    sql = (
+        f"SELECT agent_tool, model, shown_remaining_pct FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
+        " WHERE thread_id = {id:String} AND shown_remaining_pct IS NOT NULL"
+        " ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1"
+    )
+    rows = query_rows(client, sql, id=thread_id)
+    return rows[0] if rows else None

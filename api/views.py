@@ -15,7 +15,7 @@ from schemas import (
     PackageStatus,
     ThreadContextBudget,
 )
-from schemas.base import Count, Id, Record, ShortText
+from schemas.base import Count, Id, Name, Percent, Record, ShortText
 from schemas.views import Importance
 
 MAX_RECENT_COMPACTIONS = 5
@@ -49,6 +49,13 @@ class ThreadContextDetail(ThreadContextBudget):
         default=None, description="The latest package the engine demoted or rejected, while that verdict is current."
     )
     handoff_decision_reason: str = Field(default="", description="Why the engine demoted or rejected it.")
+    agent_tool: Name | None = Field(default=None, description="The agent tool the thread runs, from its latest report.")
+    model: Name | None = Field(default=None, description="Its model, from its latest report.")
+    shown_remaining_pct: Percent | None = Field(
+        default=None,
+        description="The percent the agent tool itself displays (of its window), from its latest report: not the "
+        "budget, which is the room before the tool's automatic compaction.",
+    )
 
 
 class AlertAckAccepted(Record):

@@ -3,7 +3,9 @@
 Both must never get in the tool's way: they exit 0 whatever happens, and say what went wrong on stderr.
 - `statusline` prints the line at once, then (with `--api-url`) reports the thread's snapshot through its own spool,
   waiting at most a second: what is not delivered stays spooled and goes out with a later update. Overlapping runs
-  do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway.
+  do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway. It is
+  run after every message: a thread is reported at most at spec 5.1's cadence (`claude_statusline.report_due`); a
+  run that does not report still delivers what an earlier one left spooled.
 - `hook` answers the tool first, when given the API (reporter/hook_acting.py: tell the agent to write its handoff,
   hold one automatic compaction, resume a thread), printing its JSON answer on stdout; then it turns the input into
   session events: to Kafka when `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else appended to `--events-file` (JSON
@@ -26,19 +28,27 @@ from core.settings import Settings
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.budget_api import BudgetApi
 from reporter.claude_code import ClaudeCodeProfile
-from reporter.claude_statusline import parse_status_input, render, status_reading
+from reporter.claude_statusline import (
+    LastReport,
+    StatusReports,
+    parse_status_input,
+    render,
+    report_due,
+    status_reading,
+)
 from reporter.hook_acting import ANSWERED_EVENTS, Acted, act
 from reporter.hook_actions import Tool
 from reporter.hooks import hook_events, parse_hook_input
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
-from reporter.readings import Identity, Reading, to_snapshot
+from reporter.readings import Identity, Reading, reading_level, to_snapshot
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 
 STATUSLINE_DRAIN_SECONDS = 1.0
 HOOK_STATE = "hooks-state.json"
+REPORTS_FILE = "reported.json"
 
 
 def statusline(
@@ -71,16 +81,28 @@ def statusline(
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return
-            asyncio.run(_report(reading, identity, Spool(directory), HttpSink(api_url, token)))
+            reports = StatusReports.load(directory / REPORTS_FILE)
+            level = reading_level(reading, DEFAULT_CODEX_PROFILE)
+            due = report_due(reports.sessions.get(reading.thread_id), level, reading.observed_at)
+            spool = Spool(directory)
+            if not due and not len(spool):
+                return
+            asyncio.run(_report(reading if due else None, identity, spool, HttpSink(api_url, token)))
+            if due:
+                reports.reported(
+                    directory / REPORTS_FILE, reading.thread_id, LastReport(at=reading.observed_at, level=level)
+                )
     except Exception as error:  # the status line must not fail Claude Code's display
         typer.echo(f"ctxbudget statusline: not reported: {error}", err=True)
 
 
-async def _report(reading: Reading, identity: Identity, spool: Spool, sink: HttpSink) -> None:
+async def _report(reading: Reading | None, identity: Identity, spool: Spool, sink: HttpSink) -> None:
+    """Spool the reading's snapshot (when one is due) and deliver what the spool holds, for at most a second."""
     spooled = SpooledSink(spool, sink, drain_seconds=STATUSLINE_DRAIN_SECONDS)
     await spooled.start()
     try:
-        await spooled.send_snapshot(to_snapshot(reading, identity, DEFAULT_CODEX_PROFILE))
+        if reading is not None:
+            await spooled.send_snapshot(to_snapshot(reading, identity, DEFAULT_CODEX_PROFILE))
     finally:
         await spooled.close()
 

@@ -31,6 +31,9 @@ class TokenUsage:
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    """Newer versions' prompt tokens written to the cache (`cache_write_input_tokens`, app-server
+    `cacheWriteInputTokens`): part of the input, so the occupancy is unchanged; kept with the breakdown."""
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_events import (
+    EDIT_TOOLS,
     TOOL_RESULT,
     assistant_events,
     boundary_event,
@@ -44,9 +44,11 @@ from reporter.claude_events import (
     user_events,
 )
 from reporter.git_facts import WorkFactTracker
+from reporter.jsonl_tailer import JsonlTailer
+from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind, TriggerMode
-from schemas.session_events import SessionEvent, ToolResultAdded, UsageSample
+from schemas.session_events import ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
 
@@ -165,17 +167,7 @@ def _timestamp(record: dict[str, Any]) -> datetime:
     return at
 
 
-@dataclass(frozen=True)
-class LineResult:
-    state: TranscriptState
-    reading: Reading | None = None
-    automatic_compaction_at: int | None = None
-    """`preTokens` of an automatic compaction this line announced (the profile learns it)."""
-    events: tuple[SessionEvent, ...] = ()
-    commands: tuple[tuple[str, str], ...] = ()
-    """(tool-use id, command) of shell commands the line started."""
-    outcomes: tuple[tuple[str, bool], ...] = ()
-    """(tool-use id, failed) of tool results the line carried."""
+LineResult = JsonlLineResult[TranscriptState]
 
 
 def parse_transcript_line(
@@ -241,7 +233,7 @@ def _assistant(
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
         state = state.model_copy(update=facts)
         events = tuple(assistant_events(record, _thread(state), at, None))
-        return LineResult(state, None, None, events, tuple(shell_commands(record)))
+        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=_edits(record))
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -266,7 +258,12 @@ def _assistant(
         context_window_tokens=profile.window(state.model),
     )
     events = tuple(assistant_events(record, _thread(state), at, sample))
-    return LineResult(state, state.reading(profile), None, events, tuple(shell_commands(record)))
+    commands = tuple(shell_commands(record))
+    return LineResult(state, state.reading(profile), None, events, commands, at=at, edits=_edits(record))
+
+
+def _edits(record: dict[str, Any]) -> bool:
+    return any(name in EDIT_TOOLS for name in tool_calls(record).values())
 
 
 def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
@@ -290,13 +287,14 @@ class _StateFile(BaseModel):
     files: dict[str, TranscriptState] = {}
 
 
-class TranscriptTailer:
+class TranscriptTailer(JsonlTailer[TranscriptState]):
     """Reads new complete lines of every session transcript under a projects directory, resuming from a state file.
 
-    Subagent transcripts (`<session>/subagents/*.jsonl`) are not read: every record in them is a sidechain. `poll()`
-    returns the readings of the lines read since the last poll; `commit()` saves the positions reached (write to a
-    temporary file, then rename). A file whose inode changed or that shrank below its offset is read from its start.
+    Subagent transcripts (`<session>/subagents/*.jsonl`) are not read: every record in them is a sidechain. The
+    profile learns the point of every automatic compaction seen, and saves it with the read positions.
     """
+
+    source = "claude code transcripts"
 
     def __init__(
         self,
@@ -306,17 +304,10 @@ class TranscriptTailer:
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
     ) -> None:
-        self.directory = directory
-        self.facts = facts
-        self.touched: set[str] = set()
-        """Threads with lines read since the last `take_touched` (their work facts may have changed)."""
-        self.collect_events = collect_events
-        self._events: list[SessionEvent] = []
         self.state_path = state_path
-        self.skipped = SkipLog("claude code transcripts")
         state = self._load()
+        super().__init__(directory, dict(state.files), collect_events, facts)
         self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned_compaction_point)
-        self._files: dict[str, TranscriptState] = dict(state.files)
 
     def _load(self) -> _StateFile:
         if not self.state_path.exists():
@@ -326,75 +317,26 @@ class TranscriptTailer:
             raise ValueError(f"{self.state_path}: state format {state.format}, expected {STATE_FORMAT}")
         return state
 
-    def restored(self) -> list[Reading]:
-        return [r for r in (s.reading(self.profile) for s in self._files.values()) if r is not None]
+    def includes(self, path: Path) -> bool:
+        return SUBAGENT_DIR not in path.relative_to(self.directory).parts
 
-    def state_of(self, path: Path) -> TranscriptState | None:
-        return self._files.get(str(path))
+    def fresh_state(self, path: Path, inode: int) -> TranscriptState:
+        return TranscriptState(inode=inode, session_id=path.stem)
 
-    def poll(self) -> list[Reading]:
-        readings: list[Reading] = []
-        for path in sorted(self.directory.rglob("*.jsonl")):
-            if SUBAGENT_DIR not in path.relative_to(self.directory).parts:
-                readings.extend(self._read_file(path))
-        return readings
+    def parse_line(self, state: TranscriptState, line: bytes, end_offset: int) -> LineResult:
+        return parse_transcript_line(state, line, end_offset, self.profile, self.skipped)
 
-    def _read_file(self, path: Path) -> list[Reading]:
-        key = str(path)
-        try:
-            stat = path.stat()
-            handle = path.open("rb")
-        except OSError as error:
-            log.warning("claude code transcripts: cannot read %s: %s", path, error)
-            return []
-        state = self._files.get(key)
-        if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
-            state = TranscriptState(inode=stat.st_ino, session_id=path.stem)
-        readings: list[Reading] = []
-        with handle:
-            handle.seek(state.offset)
-            while (line := handle.readline()).endswith(b"\n"):
-                result = parse_transcript_line(state, line, state.offset + len(line), self.profile, self.skipped)
-                state = result.state
-                if result.automatic_compaction_at is not None:
-                    self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
-                if result.reading is not None:
-                    readings.append(result.reading)
-                if self.collect_events:
-                    self._events.extend(result.events)
-                if self.facts is not None:
-                    self._track(result, result.state)
-        self._files[key] = state
-        return readings
+    def thread_of(self, state: TranscriptState) -> str | None:
+        return state.session_id
 
-    def _track(self, result: LineResult, state: TranscriptState) -> None:
-        if self.facts is None or state.session_id is None or state.cwd is None:
-            return
-        self.facts.observe_cwd(state.session_id, state.cwd)
-        at = state.last_observed_at or datetime.min.replace(tzinfo=UTC)
-        for call_id, command in result.commands:
-            self.facts.observe_command(state.session_id, call_id, command, at)
-        for call_id, failed in result.outcomes:
-            self.facts.observe_result(state.session_id, call_id, failed)
-        self.touched.add(state.session_id)
+    def reading_of(self, state: TranscriptState) -> Reading | None:
+        return state.reading(self.profile)
 
-    def take_touched(self) -> set[str]:
-        touched, self.touched = self.touched, set()
-        return touched
+    def observed(self, result: LineResult) -> None:
+        if result.automatic_compaction_at is not None:
+            self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
 
-    def take_events(self) -> list[SessionEvent]:
-        """The session events of the lines read since the last call (with `collect_events`)."""
-        events, self._events = self._events, []
-        return events
-
-    def queue_events(self, events: Sequence[SessionEvent]) -> None:
-        self._events.extend(events)
-
-    def return_events(self, events: list[SessionEvent]) -> None:
-        """Events taken but not delivered: first in line again."""
-        self._events[:0] = events
-
-    def commit(self) -> None:
+    def save(self) -> None:
         """Save the read positions and the learned compaction point atomically."""
         state = _StateFile(learned_compaction_point=self.profile.learned, files=self._files)
         write_atomically(self.state_path, state.model_dump_json(indent=1).encode())

@@ -31,6 +31,7 @@ from schemas.session_events import (
 )
 
 TOOL_RESULT = "tool_result"
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 
 
 def estimate_tokens(text: str) -> int:
@@ -162,15 +163,39 @@ def user_events(record: dict[str, Any], thread_id: str, at: datetime, tool_names
     return events
 
 
-def boundary_event(record: dict[str, Any], thread_id: str, at: datetime, mode: TriggerMode) -> CompactionStarted:
-    pre = (record.get("compactMetadata") or {}).get("preTokens")
+def compaction_started(
+    thread_id: str, event_id: str, at: datetime, mode: TriggerMode, tokens_before: int | None
+) -> CompactionStarted:
     return CompactionStarted(
+        thread_id=thread_id, event_id=event_id, occurred_at=at, trigger_mode=mode, tokens_before=tokens_before
+    )
+
+
+def compaction_finished(
+    thread_id: str, id_prefix: str, at: datetime, mode: TriggerMode, tokens_before: int | None, summary: int | None
+) -> list[SessionEvent]:
+    """The summary that replaced the compacted span (the surface drops to it; absent when its size is unknown) and
+    the compaction's end."""
+    completed = CompactionCompleted(
         thread_id=thread_id,
-        event_id=f"cc-{record['uuid']}-cs",
+        event_id=f"{id_prefix}-end",
         occurred_at=at,
         trigger_mode=mode,
-        tokens_before=pre if type(pre) is int and pre >= 0 else None,
+        tokens_before=tokens_before,
+        tokens_after=summary,
     )
+    if summary is None:
+        return [completed]
+    replaced = CompactionSummary(
+        thread_id=thread_id, event_id=f"{id_prefix}-sum", occurred_at=at, trigger_mode=mode, summary_token_count=summary
+    )
+    return [replaced, completed]
+
+
+def boundary_event(record: dict[str, Any], thread_id: str, at: datetime, mode: TriggerMode) -> CompactionStarted:
+    pre = (record.get("compactMetadata") or {}).get("preTokens")
+    tokens = pre if type(pre) is int and pre >= 0 else None
+    return compaction_started(thread_id, f"cc-{record['uuid']}-cs", at, mode, tokens)
 
 
 def summary_events(
@@ -179,17 +204,4 @@ def summary_events(
     content = (record.get("message") or {}).get("content")
     blocks = content if isinstance(content, list) else [content]
     tokens = estimate_tokens("".join(_block_text(b) for b in blocks))
-    uid = record["uuid"]
-    return [
-        CompactionSummary(
-            thread_id=thread_id, event_id=f"cc-{uid}-sum", occurred_at=at, trigger_mode=mode, summary_token_count=tokens
-        ),
-        CompactionCompleted(
-            thread_id=thread_id,
-            event_id=f"cc-{uid}-end",
-            occurred_at=at,
-            trigger_mode=mode,
-            tokens_before=tokens_before,
-            tokens_after=tokens,
-        ),
-    ]
+    return compaction_finished(thread_id, f"cc-{record['uuid']}", at, mode, tokens_before, tokens)

@@ -5,19 +5,31 @@ Claude Code runs the command on every update with JSON on stdin (`session_id`, `
 and shows the first line it prints. `current_usage` is null before the first reply and right after /compact: then
 there is no measure to report and the line says so. The budget is computed with the Claude Code profile, so the line
 shows both the room before auto-compaction and the percent Claude Code itself shows.
+
+Claude Code runs the command after every message, far more often than spec 5.1 asks for a report: the line is printed
+every time, but a thread is reported only when its level changed or its level's interval passed since its last
+report (`report_due`, over the times saved in `StatusReports`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from core.engine_config import REPORT_INTERVAL_SECONDS
+from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile
 from reporter.readings import Reading
-from schemas import SourceKind
+from schemas import ContextBudgetLevel, SourceKind
+
+SESSIONS_KEPT = 256
+"""Threads whose last report time is remembered: a forgotten one is reported at its next update."""
 
 
 @dataclass(frozen=True)
@@ -91,3 +103,38 @@ def render(status: StatusInput, reading: Reading | None) -> str:
     return (
         f"{model}ctx {reading.last_usage.total_tokens // 1000}k · {left} · {reading.budget_pct:.0f}% before compaction"
     )
+
+
+class LastReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    at: datetime
+    level: ContextBudgetLevel
+
+
+def report_due(last: LastReport | None, level: ContextBudgetLevel, now: datetime) -> bool:
+    """Spec 5.1: at once when the level changed (or never reported), else once the level's interval passed."""
+    if last is None or last.level is not level:
+        return True
+    return now - last.at >= timedelta(seconds=REPORT_INTERVAL_SECONDS[level])
+
+
+class StatusReports(BaseModel):
+    """When each thread was last reported, saved beside the status line's spool (read and written under its lock)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sessions: dict[str, LastReport] = {}
+
+    @classmethod
+    def load(cls, path: Path) -> StatusReports:
+        try:
+            return cls.model_validate_json(path.read_bytes()) if path.exists() else cls()
+        except ValueError:
+            return cls()  # a damaged file only costs one early report
+
+    def reported(self, path: Path, session_id: str, report: LastReport) -> None:
+        sessions = {k: v for k, v in self.sessions.items() if k != session_id}
+        kept = sorted(sessions.items(), key=lambda item: item[1].at)[-(SESSIONS_KEPT - 1) :]
+        self.sessions = dict(kept) | {session_id: report}
+        write_atomically(path, self.model_dump_json().encode())

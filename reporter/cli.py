@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +20,13 @@ from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
-from reporter.git_facts import WorkFactTracker
+from reporter.git_facts import (
+    DEFAULT_DECISION_PATHS,
+    DEFAULT_HARDWARE_PATTERNS,
+    DEFAULT_TEST_PATTERNS,
+    FactPatterns,
+    WorkFactTracker,
+)
 from reporter.http_sink import HttpSink
 from reporter.kafka_sink import KafkaSink
 from reporter.readings import Identity
@@ -28,12 +36,12 @@ from reporter.relay_runner import (
     app_server_work,
     build_relay,
     claude_code_asker,
-    claude_code_work,
     now,
     relaying,
     run_as_app_server_client,
+    tracked_work,
 )
-from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
+from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
 from reporter.sink import Sink
 from reporter.spool import Spool
 from reporter.spooled_sink import SpooledSink
@@ -86,8 +94,32 @@ def _sink(settings: Settings, api_url: str | None, token: str | None, worker_id:
     return KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix, worker_id)
 
 
+def fact_patterns(
+    tests: list[str] | None, decisions: list[str] | None, hardware: list[str] | None, waiting: list[str] | None
+) -> FactPatterns:
+    """The spec 4.2 patterns given on the command line, each list replacing its default; a bad regex is refused."""
+    for pattern in (*(tests or ()), *(hardware or ()), *(waiting or ())):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise typer.BadParameter(f"{pattern!r} is no regular expression: {error}") from error
+    defaults = FactPatterns()
+    return FactPatterns(
+        test=tuple(tests) if tests else defaults.test,
+        decision_paths=tuple(decisions) if decisions else defaults.decision_paths,
+        hardware=tuple(hardware) if hardware else defaults.hardware,
+        waiting=tuple(waiting) if waiting else defaults.waiting,
+    )
+
+
 def report(
-    source: Annotated[Source, typer.Option("--from", help="What to read.")],
+    sources: Annotated[
+        list[Source],
+        typer.Option(
+            "--from",
+            help="What to read; claude-code and codex-rollouts may be given together (one process tails both).",
+        ),
+    ],
     node_id: Annotated[str, typer.Option(envvar="CTXBUDGET_NODE_ID", help="This machine (spec 5.2 node_id).")],
     worker_id: Annotated[str, typer.Option(envvar="CTXBUDGET_WORKER_ID", help="This worker (spec 5.2).")],
     project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The threads' project.")],
@@ -98,15 +130,23 @@ def report(
     exec_command: Annotated[
         str | None, typer.Option("--exec", help="app-server / events: read the stdout of this command instead.")
     ] = None,
-    rollout_dir: Annotated[
-        Path | None,
-        typer.Option("--dir", help="codex-rollouts / claude-code: the sessions (projects) directory."),
+    rollout_dirs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--dir",
+            help="codex-rollouts / claude-code: the sessions (projects) directory, once per --from, in their order "
+            f"(default: {DEFAULT_ROLLOUT_DIR}, {DEFAULT_CLAUDE_DIR}).",
+        ),
     ] = None,
     state_file: Annotated[
         Path | None,
-        typer.Option(help="codex-rollouts / claude-code: read positions (default: <data dir>/reporter/<source>.json)."),
+        typer.Option(
+            help="codex-rollouts or claude-code alone: read positions (default: <data dir>/reporter/<source>.json)."
+        ),
     ] = None,
-    poll_seconds: Annotated[float, typer.Option(min=0.05, help="codex-rollouts: how often to look for lines.")] = 1.0,
+    poll_seconds: Annotated[
+        float, typer.Option(min=0.05, help="codex-rollouts / claude-code: how often to look for lines.")
+    ] = 1.0,
     api_url: Annotated[
         str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Report through the API (else Kafka).")
     ] = None,
@@ -122,6 +162,34 @@ def report(
     ] = "reference",
     spool_dir: Annotated[
         Path | None, typer.Option(help="Snapshots not delivered yet (default: <data dir>/reporter/spool).")
+    ] = None,
+    test_command: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a regex of commands that run tests (repeatable; replaces the defaults: "
+            + ", ".join(DEFAULT_TEST_PATTERNS)
+            + ")."
+        ),
+    ] = None,
+    decision_path: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a glob of files that record decisions (repeatable; replaces the defaults: "
+            + ", ".join(DEFAULT_DECISION_PATHS)
+            + ")."
+        ),
+    ] = None,
+    hardware_command: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Spec 4.2: a regex of uninterruptible hardware steps (repeatable; replaces the default: "
+            + ", ".join(DEFAULT_HARDWARE_PATTERNS)
+            + ")."
+        ),
+    ] = None,
+    waiting_command: Annotated[
+        list[str] | None,
+        typer.Option(help="Spec 4.2: a regex of commands that wait on another node (repeatable; none by default)."),
     ] = None,
     app_server: Annotated[
         str | None,
@@ -149,16 +217,20 @@ def report(
         raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_PROFILES)}")
     if sum(option is not None for option in (input_path, exec_command, app_server)) > 1:
         raise typer.BadParameter("give one of --input, --exec and --app-server")
-    if app_server is not None and source is not Source.CODEX_APP_SERVER:
+    if app_server is not None and sources != [Source.CODEX_APP_SERVER]:
         raise typer.BadParameter("--app-server is for --from codex-app-server")
-    if source is Source.EVENTS and api_url:
+    if Source.EVENTS in sources and api_url:
         raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
+    patterns = fact_patterns(test_command, decision_path, hardware_command, waiting_command)
     settings = Settings()
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
-    claude = source is Source.CLAUDE_CODE
-    directory = rollout_dir or (DEFAULT_CLAUDE_DIR if claude else DEFAULT_ROLLOUT_DIR)
-    state_name = "claude-code.json" if claude else "rollouts.json"
+    source = _one_kind(sources)
+    facts = WorkFactTracker(patterns)
+    tailers: list[AnyTailer] = []
+    if source is None:
+        claude_profile = ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output)
+        tailers = _tailers(sources, rollout_dirs or [], state_file, settings, claude_profile, facts)
     undelivered = asyncio.run(
         _run(
             source,
@@ -166,43 +238,87 @@ def report(
             _sink(settings, api_url, token, worker_id),
             identity,
             lines,
-            directory,
-            state_file or settings.resolved_data_dir / "reporter" / state_name,
+            tailers,
             poll_seconds,
             codex_profile,
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
-            ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output),
             RelayOptions(enabled=relay, actions_url=actions_url, token=token, ask_seconds=ask_seconds, cwd=cwd),
-            AppServerClient(shlex.split(app_server)) if app_server else None,
-            first_input.read_text(encoding="utf-8") if first_input else None,
+            _Asking(
+                AppServerClient(shlex.split(app_server)) if app_server else None,
+                first_input.read_text(encoding="utf-8") if first_input else None,
+                inbox=Source.CLAUDE_CODE in sources,
+                facts=facts,
+            ),
         )
     )
     if undelivered:
         raise typer.Exit(1)
 
 
+@dataclass(frozen=True)
+class _Asking:
+    """How the relay asks the agent for its part: as the app-server's client, or by the hooks' inbox."""
+
+    client: AppServerClient | None
+    first_input: str | None
+    inbox: bool
+    facts: WorkFactTracker
+
+
+FILE_SOURCES = {Source.CODEX_ROLLOUTS: DEFAULT_ROLLOUT_DIR, Source.CLAUDE_CODE: DEFAULT_CLAUDE_DIR}
+STATE_NAMES = {Source.CODEX_ROLLOUTS: "rollouts.json", Source.CLAUDE_CODE: "claude-code.json"}
+
+
+def _one_kind(sources: list[Source]) -> Source | None:
+    """The stream source (app-server, events), which comes alone; None for file sources, which may come together."""
+    if len(set(sources)) != len(sources):
+        raise typer.BadParameter("give each --from once")
+    streams = [s for s in sources if s not in FILE_SOURCES]
+    if streams and len(sources) > 1:
+        raise typer.BadParameter(f"--from {streams[0]} reads one stream: give it alone")
+    return streams[0] if streams else None
+
+
+def _tailers(
+    sources: list[Source],
+    directories: list[Path],
+    state_file: Path | None,
+    settings: Settings,
+    claude_profile: ClaudeCodeProfile,
+    facts: WorkFactTracker,
+) -> list[AnyTailer]:
+    if directories and len(directories) != len(sources):
+        raise typer.BadParameter("give --dir once per --from, in the same order, or not at all")
+    if state_file is not None and len(sources) > 1:
+        raise typer.BadParameter("--state-file names one source's positions: with several, each has its default")
+    tailers: list[AnyTailer] = []
+    for index, source in enumerate(sources):
+        directory = directories[index] if directories else FILE_SOURCES[source]
+        state = state_file or settings.resolved_data_dir / "reporter" / STATE_NAMES[source]
+        if source is Source.CLAUDE_CODE:
+            tailers.append(TranscriptTailer(directory, state, claude_profile, True, facts))
+        else:
+            tailers.append(RolloutTailer(directory, state, True, facts))
+    return tailers
+
+
 async def _run(
-    source: Source,
+    source: Source | None,
     settings: Settings,
     sink: Sink,
     identity: Identity,
     lines: AsyncIterator[str],
-    rollout_dir: Path,
-    state_file: Path,
+    tailers: list[AnyTailer],
     poll_seconds: float,
     codex_profile: str,
     spool_dir: Path,
-    claude_profile: ClaudeCodeProfile,
     relay_options: RelayOptions,
-    client: AppServerClient | None,
-    first_input: str | None,
+    asking: _Asking,
 ) -> int:
     """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
-    with_events = isinstance(sink, KafkaSink)  # spec 5.2 has no endpoint for session events
-    if with_events:
+    if isinstance(sink, KafkaSink):
         await sink.start()
     inner = sink
-    facts = WorkFactTracker()
     if source is not Source.EVENTS:
         sink = SpooledSink(Spool(spool_dir), sink)
         await sink.start()
@@ -210,35 +326,37 @@ async def _run(
     reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
     relay, poll = None, None
     if relay_options.enabled and isinstance(inner, HttpSink | KafkaSink):
+        client = asking.client
         if client is not None:
             asker, work = client, app_server_work(client, relay_options.cwd, now())
-        elif source is Source.CLAUDE_CODE:
-            asker, work = claude_code_asker(spool_dir), claude_code_work(facts)
-        else:  # an app-server or rollouts that are not ours: the agent cannot be asked, facts alone
+        elif asking.inbox:  # Claude Code's hooks tell the agent to run `ctxbudget handoff write`
+            asker, work = claude_code_asker(spool_dir), tracked_work(asking.facts)
+        elif source is None:  # Codex rollouts: facts alone, from the directory the rollout names
+            asker, work = None, tracked_work(asking.facts)
+        else:  # an app-server that is not ours: the agent cannot be asked, facts alone
             asker, work = None, lambda _: ThreadWork(cwd=relay_options.cwd)
         relay, poll = build_relay(relay_options, identity, inner, spool_dir, asker, work)
     try:
         async with relaying(relay, poll, relay_options.poll_seconds):
             if source is Source.CODEX_APP_SERVER:
                 parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
-                if client is not None:
-                    thread = await run_as_app_server_client(reporter, client, parser, relay_options.cwd, first_input)
+                if asking.client is not None:
+                    thread = await run_as_app_server_client(
+                        reporter, asking.client, parser, relay_options.cwd, asking.first_input
+                    )
                     typer.echo(f"app-server thread {thread} ended", err=True)
                 else:
                     await run_app_server(reporter, lines, parser)
                 ignored, skipped = dict(parser.ignored), dict(parser.skipped.counts)
                 typer.echo(f"ignored notifications: {ignored}; skipped lines: {skipped}", err=True)
-            elif source is Source.CODEX_ROLLOUTS:
-                await run_rollouts(reporter, RolloutTailer(rollout_dir, state_file), poll_seconds)
-            elif source is Source.CLAUDE_CODE:
-                tailer = TranscriptTailer(rollout_dir, state_file, claude_profile, with_events, facts)
-                await run_rollouts(reporter, tailer, poll_seconds)
+            elif source is None:
+                await run_rollouts(reporter, tailers, poll_seconds)
             else:
                 skipped_events = await run_events(sink, lines)
                 typer.echo(f"skipped lines: {dict(skipped_events.counts)}", err=True)
     finally:
-        if client is not None:
-            await client.close()
+        if asking.client is not None:
+            await asking.client.close()
         await sink.close()
     return _summary(reporter, sink, relay)
 

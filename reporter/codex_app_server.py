@@ -1,10 +1,13 @@
 """Codex app-server notifications (JSON-RPC 2.0, one JSON object per line) -> readings with source `codex_app_server`.
 
-Used: `thread/tokenUsage/updated` (the LAST request's usage and `modelContextWindow`), a `contextCompaction` item's
-`item/completed` and the older `thread/compacted` (one compaction may be announced by both: counted once per turn and
-usage update). Every other method (`thread/started`, `turn/started`, `item/agentMessage/delta`, ...) and every other
-item type is counted in `ignored` and otherwise passed over quietly: a real stream is mostly such notifications, and
-new ones appear with new Codex versions. Responses are not notifications and are passed over too.
+Used: `thread/tokenUsage/updated` (the LAST request's usage and `modelContextWindow`; newer breakdowns add
+`cacheWriteInputTokens`, part of the input), a `contextCompaction` item's `item/completed` and the older
+`thread/compacted` (one compaction may be announced by both: counted once per turn and usage update). Newer versions
+number a thread's context windows (`windowNumber` on the compaction item, as the rollout's `compacted.window_number`):
+when given, it is the compaction count (a reporter attached mid-thread counts the earlier ones too), and a notice of a
+window already counted is a repeat. Every other method (`thread/started`, `turn/started`, `item/agentMessage/delta`,
+...) and every other item type is counted in `ignored` and otherwise passed over quietly: a real stream is mostly such
+notifications, and new ones appear with new Codex versions. Responses are not notifications and are passed over too.
 Notifications carry no time, so a reading's time and position are its arrival (see `reporter.readings`).
 
 Given a state file, each thread's compaction count and time are saved there whenever a compaction is counted, and a
@@ -77,6 +80,7 @@ def _usage(breakdown: Any) -> TokenUsage:
         cached_input_tokens=count("cachedInputTokens"),
         output_tokens=count("outputTokens"),
         reasoning_output_tokens=count("reasoningOutputTokens"),
+        cache_write_input_tokens=count("cacheWriteInputTokens"),  # newer versions; absent is 0
     )
 
 
@@ -130,8 +134,11 @@ class CodexAppServerParser:
         try:
             if method == TOKEN_USAGE_UPDATED:
                 return self._token_usage(params, now)
-            if method in (ITEM_STARTED, ITEM_COMPLETED) and (params.get("item") or {}).get("type") == COMPACTION_ITEM:
-                return self._compacted(params, now) if method == ITEM_COMPLETED else self._compacting(params)
+            item = params.get("item") if method in (ITEM_STARTED, ITEM_COMPLETED) else None
+            if isinstance(item, dict) and item.get("type") == COMPACTION_ITEM:
+                if method == ITEM_STARTED:
+                    return self._compacting(params)
+                return self._compacted(params, now, item.get("windowNumber"))
             if method == THREAD_COMPACTED:
                 return self._compacted(params, now)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
@@ -159,18 +166,21 @@ class CodexAppServerParser:
         thread = self._threads.get(thread_id, _Thread())
         self._threads[thread_id] = replace(thread, usage_updates_at_compaction_start=thread.usage_updates)
 
-    def _compacted(self, params: dict[str, Any], now: datetime) -> Reading | None:
+    def _compacted(self, params: dict[str, Any], now: datetime, window_number: Any = None) -> Reading | None:
         thread_id = _thread_id(params)
         thread = self._threads.get(thread_id, _Thread())
         turn = params["turnId"]
         mark = (turn, thread.usage_updates)
-        if mark == thread.compaction_mark or turn in self._earlier_turns.get(thread_id, ()):
+        numbered = type(window_number) is int and window_number > 0
+        if numbered and window_number <= thread.compaction_count:
+            return None  # a window already counted
+        if not numbered and (mark == thread.compaction_mark or turn in self._earlier_turns.get(thread_id, ())):
             return None
         started = thread.usage_updates_at_compaction_start
         stale = started is None or started == thread.usage_updates
         thread = replace(
             thread,
-            compaction_count=thread.compaction_count + 1,
+            compaction_count=window_number if numbered else thread.compaction_count + 1,
             last_compaction_at=now,
             compaction_mark=mark,
             usage_updates_at_compaction_start=None,

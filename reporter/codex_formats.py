@@ -19,7 +19,13 @@ from reporter.budget import TokenUsage
 
 COMPACTION_ITEM_TYPES = frozenset({"compaction", "compaction_summary", "context_compaction"})
 TOKEN_USAGE_RECORD = "token_usage_record"
-_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+_USAGE_FIELDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "cache_write_input_tokens",
+)
 
 
 def _positive_int(value: Any) -> int | None:

@@ -6,9 +6,14 @@ the model (`turn_context`), and compaction notices, as the Codex versions in use
 A heartbeat (`info: null`) or an exact repeat of the last usage changes nothing; a usage above the window (the
 compaction request's own, written around a compaction) is no occupancy. Unknown types are counted, quietly.
 
+Like a Claude Code transcript (the same `reporter.jsonl_tailer` loop), a rollout also yields session events: its
+messages, tool calls and results (`reporter.codex_events`), a usage sample per usage counted, and at a compaction
+`compaction_started`, `compaction_summary` (the replacement history's size) and `compaction_completed`; the trigger
+is `mid_loop` when a tool result came last before it, else `request_start` (rollouts do not say). Its working
+directory (`session_meta` / `turn_context` `cwd`) and shell commands feed the spec 4.2 work facts.
+
 The tailer keeps, per file, its read offset and the thread's facts so far, and saves them in one JSON state file
-(written to a temporary file and renamed, so a crash leaves the old or the new state, never half of one). It consumes
-only complete lines: a line still being written is read once its newline arrives.
+(written to a temporary file and renamed, so a crash leaves the old or the new state, never half of one).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,16 @@ from pydantic import BaseModel, ConfigDict
 
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
+from reporter.claude_events import TOOL_RESULT, compaction_finished, compaction_started, trigger_of
+from reporter.codex_events import (
+    call_names,
+    command_outcomes,
+    edits,
+    event_id,
+    replacement_tokens,
+    shell_commands,
+    surface_events,
+)
 from reporter.codex_formats import (
     ECHO_OF,
     TOKEN_USAGE_RECORD,
@@ -32,8 +48,12 @@ from reporter.codex_formats import (
     model_of,
     window_of,
 )
+from reporter.git_facts import WorkFactTracker
+from reporter.jsonl_tailer import JsonlTailer
+from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
+from schemas.session_events import ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +61,8 @@ STATE_FORMAT = 1
 KNOWN_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted", TOKEN_USAGE_RECORD})
 _FILE_THREAD_ID = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$")
 """Codex names a rollout `rollout-<time>-<thread uuid>.jsonl`: the id is known before `session_meta` is read."""
+TOOL_NAMES_KEPT = 64
+"""Calls remembered to name their outputs: outputs follow their calls closely."""
 
 
 class RolloutFileState(BaseModel):
@@ -64,6 +86,10 @@ class RolloutFileState(BaseModel):
     """Of the last usage record read: an exact repeat changes nothing."""
     compaction_echo: str | None = None
     """The kind of notice (`record` or `event`) that would announce the compaction last counted a second time."""
+    cwd: str | None = None
+    tool_names: dict[str, str] = {}
+    last_surface: str | None = None
+    """What the last surface record added: `message` or `tool_result` (where an automatic compaction fired)."""
 
     def reading(self) -> Reading | None:
         """The thread's latest reading (its position is the end offset of the line that made it)."""
@@ -83,18 +109,25 @@ class RolloutFileState(BaseModel):
         )
 
 
+LineResult = JsonlLineResult[RolloutFileState]
+
+
 def _stated_window(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     window = window_of(kind, payload)
     return {} if window is None else {"window": window}
 
 
-def parse_rollout_line(
-    state: RolloutFileState, line: bytes, end_offset: int, skipped: SkipLog
-) -> tuple[RolloutFileState, Reading | None]:
-    """The file's state after one complete line, and the thread's new reading if the line made one."""
+def _cwd(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    cwd = payload.get("cwd") if kind in ("session_meta", "turn_context") else None
+    return {"cwd": cwd} if isinstance(cwd, str) and cwd else {}
+
+
+def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, skipped: SkipLog) -> LineResult:
+    """The file's state after one complete line: the thread's new reading if the line made one, the session events
+    it adds, and the shell commands it started or finished."""
     state = state.model_copy(update={"offset": end_offset})
     if not line.strip():
-        return state, None
+        return LineResult(state)
     try:
         record = json.loads(line)
         kind = record["type"]
@@ -104,35 +137,95 @@ def parse_rollout_line(
             raise ValueError("timestamp without an offset")
         if kind == "session_meta":
             update: dict[str, Any] = {"thread_id": str(payload["id"])}
-            return state.model_copy(update=update | _stated_window(kind, payload)), None
+            return LineResult(state.model_copy(update=update | _stated_window(kind, payload) | _cwd(kind, payload)))
         if (model := model_of(kind, payload)) is not None:
-            return state.model_copy(update={"model": model}), None
+            return LineResult(state.model_copy(update={"model": model} | _cwd(kind, payload)))
         if (announced := compaction_announcement(kind, payload)) is not None:
-            if state.compaction_echo == announced:
-                return state.model_copy(update={"compaction_echo": None}), None  # the same compaction's other notice
-            update = {"compaction_count": state.compaction_count + 1, "last_compaction_at": at, "usage_stale": True}
-            update["compaction_echo"] = ECHO_OF[announced]
-            return _with_reading(state.model_copy(update=update), end_offset, at)
+            return _compaction(state, announced, payload, end_offset, at)
         state = state.model_copy(update=_stated_window(kind, payload))
         if (usage := last_usage_of(kind, payload)) is not None:
-            last, digest = usage
-            if digest == state.last_usage_digest:
-                return state, None  # Codex writes each usage record twice
-            if state.window is None:
-                skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
-                return state, None
-            if last.total_tokens > state.window:
-                # Around a compaction Codex reports the compaction request's usage, larger than the window.
-                skipped.note("usage_above_window")
-                return state.model_copy(update={"last_usage_digest": digest}), None
-            update = {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
-            return _with_reading(state.model_copy(update=update), end_offset, at)
+            return _usage(state, *usage, end_offset, at, skipped)
         if kind not in KNOWN_TYPES:
             skipped.note("unknown_type")
-        return state, None
+            return LineResult(state)
+        return _surface(state, kind, payload, end_offset, at)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
-        return state, None
+        return LineResult(state)
+
+
+def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_offset: int, at: datetime) -> LineResult:
+    names = {**state.tool_names, **call_names(kind, payload)}
+    update: dict[str, Any] = {"tool_names": dict(list(names.items())[-TOOL_NAMES_KEPT:])}
+    events = surface_events(kind, payload, state.thread_id, end_offset, at, names) if state.thread_id else []
+    if events:
+        update["last_surface"] = TOOL_RESULT if isinstance(events[-1], ToolResultAdded) else "message"
+    state = state.model_copy(update=update)
+    commands, outcomes = shell_commands(kind, payload), command_outcomes(kind, payload)
+    return LineResult(
+        state,
+        events=tuple(events),
+        commands=tuple(commands),
+        outcomes=tuple(outcomes),
+        at=at,
+        edits=edits(kind, payload),
+    )
+
+
+def _usage(
+    state: RolloutFileState, last: TokenUsage, digest: str, end_offset: int, at: datetime, skipped: SkipLog
+) -> LineResult:
+    if digest == state.last_usage_digest:
+        return LineResult(state)  # Codex writes each usage record twice
+    if state.window is None:
+        skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
+        return LineResult(state)
+    if last.total_tokens > state.window:
+        # Around a compaction Codex reports the compaction request's usage, larger than the window.
+        skipped.note("usage_above_window")
+        return LineResult(state.model_copy(update={"last_usage_digest": digest}))
+    update = {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
+    state, reading = _with_reading(state.model_copy(update=update), end_offset, at)
+    if state.thread_id is None:
+        return LineResult(state, reading)
+    sample = UsageSample(
+        thread_id=state.thread_id,
+        event_id=event_id(state.thread_id, end_offset, "u"),
+        occurred_at=at,
+        input_tokens=last.input_tokens,
+        cached_input_tokens=last.cached_input_tokens,
+        output_tokens=last.output_tokens,
+        reasoning_output_tokens=last.reasoning_output_tokens,
+        model=state.model,
+        context_window_tokens=state.window,
+    )
+    return LineResult(state, reading, events=(sample,), at=at)
+
+
+def _compaction(
+    state: RolloutFileState, announced: str, payload: dict[str, Any], end_offset: int, at: datetime
+) -> LineResult:
+    window_number = payload.get("window_number")  # newer versions number the context windows: a repeat says so
+    if state.compaction_echo == announced or (type(window_number) is int and window_number <= state.compaction_count):
+        return LineResult(state.model_copy(update={"compaction_echo": None}))  # the same compaction's other notice
+    mode = trigger_of(None, state.last_surface)  # rollouts do not say what started it
+    before = state.last_usage.total_tokens if state.last_usage and not state.usage_stale else None
+    update = {
+        "compaction_count": window_number if type(window_number) is int else state.compaction_count + 1,
+        "last_compaction_at": at,
+        "usage_stale": True,
+        "last_surface": None,
+        "compaction_echo": ECHO_OF[announced],
+    }
+    state, reading = _with_reading(state.model_copy(update=update), end_offset, at)
+    if state.thread_id is None:
+        return LineResult(state, reading)
+    prefix = event_id(state.thread_id, end_offset, "c")
+    events = [
+        compaction_started(state.thread_id, f"{prefix}s", at, mode, before),
+        *compaction_finished(state.thread_id, prefix, at, mode, before, replacement_tokens(payload)),
+    ]
+    return LineResult(state, reading, events=tuple(events))
 
 
 def _with_reading(state: RolloutFileState, end_offset: int, at: datetime) -> tuple[RolloutFileState, Reading | None]:
@@ -147,19 +240,24 @@ class _StateFile(BaseModel):
     files: dict[str, RolloutFileState] = {}
 
 
-class RolloutTailer:
+class RolloutTailer(JsonlTailer[RolloutFileState]):
     """Reads new complete lines from every `*.jsonl` under a directory (recursively), resuming from a state file.
 
-    `poll()` returns the readings of the lines read since the last poll; `commit()` saves the read positions reached,
-    so the caller commits once it has handed those readings on. A file whose inode changed or that shrank below its
-    offset was replaced, and is read from its start.
+    With `collect_events` the tailer says the thread's compactions itself (its readings are marked
+    `events_derived`, so the reporter does not say them a second time).
     """
 
-    def __init__(self, directory: Path, state_path: Path) -> None:
-        self.directory = directory
+    source = "codex rollouts"
+
+    def __init__(
+        self,
+        directory: Path,
+        state_path: Path,
+        collect_events: bool = False,
+        facts: WorkFactTracker | None = None,
+    ) -> None:
         self.state_path = state_path
-        self.skipped = SkipLog("codex rollouts")
-        self._files: dict[str, RolloutFileState] = self._load()
+        super().__init__(directory, self._load(), collect_events, facts)
 
     def _load(self) -> dict[str, RolloutFileState]:
         if not self.state_path.exists():
@@ -169,41 +267,23 @@ class RolloutTailer:
             raise ValueError(f"{self.state_path}: state format {state.format}, expected {STATE_FORMAT}")
         return dict(state.files)
 
-    def restored(self) -> list[Reading]:
-        """Each known thread's latest reading, to resume the cadence after a restart (a re-send of one already
-        delivered carries the same id and version, so the engine drops it)."""
-        return [r for r in (s.reading() for s in self._files.values()) if r is not None]
+    def fresh_state(self, path: Path, inode: int) -> RolloutFileState:
+        match = _FILE_THREAD_ID.search(path.name)
+        return RolloutFileState(inode=inode, thread_id=match.group(1) if match else None)
 
-    def poll(self) -> list[Reading]:
-        readings: list[Reading] = []
-        for path in sorted(self.directory.rglob("*.jsonl")):
-            readings.extend(self._read_file(path))
-        return readings
+    def parse_line(self, state: RolloutFileState, line: bytes, end_offset: int) -> LineResult:
+        result = parse_rollout_line(state, line, end_offset, self.skipped)
+        if result.reading is None or not self.collect_events:
+            return result
+        return replace(result, reading=replace(result.reading, events_derived=True))
 
-    def _read_file(self, path: Path) -> list[Reading]:
-        key = str(path)
-        try:
-            stat = path.stat()
-            handle = path.open("rb")
-        except OSError as error:  # vanished between listing and opening
-            log.warning("codex rollouts: cannot read %s: %s", path, error)
-            return []
-        state = self._files.get(key)
-        if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
-            if state is not None:
-                log.info("codex rollouts: %s was replaced; reading it from the start", path)
-            match = _FILE_THREAD_ID.search(path.name)
-            state = RolloutFileState(inode=stat.st_ino, thread_id=match.group(1) if match else None)
-        readings: list[Reading] = []
-        with handle:
-            handle.seek(state.offset)
-            while (line := handle.readline()).endswith(b"\n"):
-                state, reading = parse_rollout_line(state, line, state.offset + len(line), self.skipped)
-                if reading is not None:
-                    readings.append(reading)
-        self._files[key] = state
-        return readings
+    def thread_of(self, state: RolloutFileState) -> str | None:
+        return state.thread_id
 
-    def commit(self) -> None:
+    def reading_of(self, state: RolloutFileState) -> Reading | None:
+        reading = state.reading()
+        return replace(reading, events_derived=True) if reading is not None and self.collect_events else reading
+
+    def save(self) -> None:
         """Save the read positions atomically."""
         write_atomically(self.state_path, _StateFile(files=self._files).model_dump_json(indent=1).encode())

@@ -8,7 +8,10 @@
 - `awaiting_cross_node_reply`: a running command matching the waiting patterns.
 
 `WorkFactTracker.evaluate` returns only the facts that changed since the last evaluation, as `work_fact_changed`
-events whose ids derive from the thread, the fact, its state and the evaluation time.
+events whose ids derive from the thread, the fact, its state and the evaluation time. `WorkFactTracker.due` says when
+to look again: at once after a command started or finished or a file edit (what changes the facts), else once
+`refresh` passed: a busy thread writes a line every few seconds, and each look at its work tree costs two git
+processes, far more than reading the line.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from schemas import WorkFact
@@ -39,6 +42,9 @@ DEFAULT_DECISION_PATHS = ("docs/adr/*", "docs/decisions/*", "*DECISIONS*.md", "*
 DEFAULT_HARDWARE_PATTERNS = (r"\b(openocd|esptool(\.py)?|avrdude|dfu-util|st-flash|nrfjprog|fastboot\s+flash)\b",)
 DEFAULT_WAITING_PATTERNS: tuple[str, ...] = ()
 GIT_TIMEOUT_SECONDS = 5.0
+DEFAULT_REFRESH = timedelta(seconds=60)
+"""How long a thread's work-tree view may age while its lines show no command and no edit (a change made outside
+the agent, e.g. a commit in another terminal, is seen within it)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,9 @@ class _Thread:
     cwd: Path
     commands: dict[str, _Command] = field(default_factory=dict)
     facts: dict[WorkFact, tuple[bool, str, tuple[str, ...]]] = field(default_factory=dict)
+    evaluated_at: datetime | None = None
+    commands_changed: bool = True
+    """A command started or finished, or a file was edited, since the last evaluation."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +119,13 @@ COMMANDS_KEPT = 64
 
 
 class WorkFactTracker:
-    def __init__(self, patterns: FactPatterns | None = None) -> None:
+    def __init__(self, patterns: FactPatterns | None = None, refresh: timedelta = DEFAULT_REFRESH) -> None:
         self.patterns = patterns or FactPatterns()
+        self.refresh = refresh
         self._threads: dict[str, _Thread] = {}
+        self._round: datetime | None = None
+        self._views: dict[Path, GitView | None] = {}
+        """Work-tree views of the current round (`evaluate`'s `now`)."""
 
     def observe_cwd(self, thread_id: str, cwd: str) -> None:
         thread = self._threads.get(thread_id)
@@ -123,13 +136,20 @@ class WorkFactTracker:
         if (thread := self._threads.get(thread_id)) is None:
             return
         thread.commands[call_id] = _Command(command, at)
+        thread.commands_changed = True
         while len(thread.commands) > COMMANDS_KEPT:
             thread.commands.pop(next(iter(thread.commands)))
+
+    def observe_edit(self, thread_id: str) -> None:
+        """The agent edited files (an edit tool, not a shell command): the work tree is worth a look."""
+        if (thread := self._threads.get(thread_id)) is not None:
+            thread.commands_changed = True
 
     def observe_result(self, thread_id: str, call_id: str, failed: bool) -> None:
         thread = self._threads.get(thread_id)
         if thread is not None and (command := thread.commands.get(call_id)) is not None:
             command.finished, command.failed = True, failed
+            thread.commands_changed = True
 
     def threads(self) -> list[str]:
         return list(self._threads)
@@ -142,10 +162,13 @@ class WorkFactTracker:
         tests = [c for c in thread.commands.values() if self.patterns.matches(self.patterns.test, c.command)]
         return max(tests, key=lambda c: c.at, default=None)
 
-    def current(self, thread_id: str) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
-        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree."""
+    def current(
+        self, thread_id: str, now: datetime | None = None
+    ) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
+        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree. Threads
+        in one work tree evaluated at the same `now` (one round of the reporter) share one look at it."""
         thread = self._threads.get(thread_id)
-        view = git_view(thread.cwd) if thread else None
+        view = self._view(thread.cwd, now) if thread else None
         if thread is None or view is None:
             return None
         test = self._last_test(thread)
@@ -164,11 +187,23 @@ class WorkFactTracker:
             WorkFact.AWAITING_CROSS_NODE_REPLY: (bool(waiting), "; ".join(waiting), ()),
         }
 
+    def _view(self, cwd: Path, now: datetime | None) -> GitView | None:
+        if now is None:
+            return git_view(cwd)
+        if self._round != now:
+            self._round, self._views = now, {}
+        if cwd not in self._views:
+            self._views[cwd] = git_view(cwd)
+        return self._views[cwd]
+
     def evaluate(self, thread_id: str, now: datetime, project_id: str | None = None) -> list[WorkFactChanged]:
         """The facts that changed since the last evaluation (the first evaluation reports the active ones)."""
-        facts = self.current(thread_id)
         thread = self._threads.get(thread_id)
-        if facts is None or thread is None:
+        if thread is None:
+            return []
+        thread.evaluated_at, thread.commands_changed = now, False
+        facts = self.current(thread_id, now)
+        if facts is None:
             return []
         events = []
         for fact, value in facts.items():
@@ -191,6 +226,14 @@ class WorkFactTracker:
             )
             thread.facts[fact] = value
         return events
+
+    def due(self, thread_id: str, now: datetime) -> bool:
+        """Whether to look at the thread's work tree now: a command started or finished, a file was edited, or its
+        last look is older than `refresh`."""
+        thread = self._threads.get(thread_id)
+        if thread is None or thread.evaluated_at is None or thread.commands_changed:
+            return True
+        return now - thread.evaluated_at >= self.refresh
 
     def must_finish(self, thread_id: str) -> bool:
         thread = self._threads.get(thread_id)

@@ -7,15 +7,18 @@ Transient failures (unreachable, 429, 502, 503, 504) are retried with exponentia
 Only a report the receiver finds invalid (400, 413, 422) is rejected for good; any other refusal (a bad token 401/403,
 a wrong URL 404, a broken server 500) is the operator's to fix, so the record is kept (`DeliveryError`) and the
 spool sends it again once the fix is in.
-Plain urllib in a thread: one blocking request per report is all a worker needs, and it adds no dependency.
+Plain `http.client` in a thread, no dependency: connections are kept open and reused (a worker with hundreds of
+threads sends a session event every few lines, and a new connection per request cost more than the rest of the
+reporter), one per concurrent sender (the spool's delivery and the events), and a kept one the server closed is
+replaced once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import urllib.error
+import http.client
+import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,16 +101,41 @@ class HttpSink:
         self.retry = retry
         self.timeout_seconds = timeout_seconds
         self._sleep = sleep
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
         self.on_response: Callable[[WorkerReportResponse], None] | None = None
         """Told of every 5.2 answer: the relay takes the thread's open master actions from it."""
 
+    def _connection(self, parts: urllib.parse.SplitResult) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle kept connection (True: reused), or a new one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return kind(parts.netloc, timeout=self.timeout_seconds), False
+
     def _request(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> _Answer:
-        request = urllib.request.Request(url, data=body, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as answer:
-                return _Answer(answer.status, answer.headers, answer.read())
-        except urllib.error.HTTPError as error:
-            return _Answer(error.code, error.headers, error.read())
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        while True:
+            connection, reused = self._connection(parts)
+            try:
+                connection.request(method, target, body=body, headers=headers)
+                response = connection.getresponse()
+                answer = _Answer(response.status, response.headers, response.read())
+            except (OSError, http.client.HTTPException) as error:
+                connection.close()
+                if reused and isinstance(
+                    error, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
+                ):
+                    continue  # the server closed the kept connection meanwhile: the request never reached it
+                raise OSError(f"{url}: {error!r}") from error
+            if response.will_close:
+                connection.close()
+            else:
+                with self._lock:
+                    self._idle.append(connection)
+            return answer
 
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         url = self.base_url + REPORT_PATH.format(worker_id=urllib.parse.quote(snapshot.worker_id, safe=""))
@@ -177,4 +205,7 @@ class HttpSink:
         raise DeliveryError(f"{url}: gave up after {self.retry.attempts} attempts; last: {last_failure}", retry_after)
 
     async def close(self) -> None:
-        return None
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()

@@ -67,6 +67,8 @@ class Reading:
     """Set by a source with its own model profile (Claude Code); else the Codex profile computes it."""
     shown_pct: float | None = None
     """The percent the tool itself displays, when the source knows it; else Codex's own for Codex sources."""
+    events_derived: bool = False
+    """The source sends the thread's session events itself, its compactions included."""
 
 
 def snapshot_version(position: int, resend: int = 0) -> int:

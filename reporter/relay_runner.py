@@ -60,7 +60,8 @@ def build_relay(
     return relay, None
 
 
-def claude_code_work(facts: WorkFactTracker) -> Callable[[str], ThreadWork]:
+def tracked_work(facts: WorkFactTracker) -> Callable[[str], ThreadWork]:
+    """A thread's directory and checklist as the work-fact tracker knows them from its transcript or rollout."""
     return lambda thread_id: ThreadWork(cwd=facts.cwd(thread_id), checklist=facts.checklist(thread_id))
 
 

@@ -10,7 +10,8 @@ stays due.
 
 A compaction the tool announces before it reports usage again (`Reading.usage_stale`) is said at once as a
 `compaction_completed` session event (count in its id, time, the usage of before as `tokens_before`), while no
-snapshot goes out until the tool reports occupancy again. Claude Code's transcript derives its own compaction events.
+snapshot goes out until the tool reports occupancy again. A tailer that collects session events (a Claude Code
+transcript's, a Codex rollout's) derives its own compaction events, and its readings say so (`events_derived`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.jsonl_tailer import JsonlTailer
 from reporter.readings import Identity, Reading, SkipLog, compaction_events, reading_level, to_snapshot
 from reporter.sink import DeliveryError, RejectedRecord, Sink
 from reporter.spooled_sink import SpooledSink
@@ -40,6 +42,7 @@ from schemas.codec import Codec, DecodeError
 log = logging.getLogger(__name__)
 
 _EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
+AnyTailer = RolloutTailer | TranscriptTailer
 DELIVERY_PAUSE = timedelta(seconds=5)
 """After the sink gave up (its own retries exhausted), wait this long before the next attempt."""
 
@@ -92,7 +95,7 @@ class Reporter:
             log.warning("reporter: dropped a reading of %r that makes no valid snapshot: %s", reading.thread_id, error)
             return
         key = (reading.thread_id, reading.source_kind)
-        if reading.usage_stale and self._announced.get(key) != reading.compaction_count:
+        if reading.usage_stale and not reading.events_derived and self._announced.get(key) != reading.compaction_count:
             log.info(
                 "reporter: thread %r compacted (%d so far, last at %s); its occupancy is unknown until the tool reports"
                 " usage again: the compaction is sent as an event, and no snapshot until then",
@@ -224,49 +227,70 @@ async def run_app_server(
         reader.cancel()
 
 
-async def run_rollouts(reporter: Reporter, tailer: RolloutTailer | TranscriptTailer, poll_seconds: float = 1.0) -> None:
-    """Tail rollout files forever: poll, report, save positions (safe at once: each thread's latest reading is saved
-    with them and offered again on restart)."""
-    for reading in tailer.restored():
-        reporter.observe(reading)
+async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTailer], poll_seconds: float = 1.0) -> None:
+    """Tail rollout files and transcripts forever (one tailer, or several: Claude Code's and Codex's in one process):
+    poll, report, save positions (safe at once: each thread's latest reading is saved with them and offered again on
+    restart)."""
+    tailers = [tailers] if isinstance(tailers, JsonlTailer) else list(tailers)
+    for tailer in tailers:
+        for reading in tailer.restored():
+            reporter.observe(reading)
     while True:
         reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
-        for reading in tailer.poll():
-            reporter.observe(reading)
-        if isinstance(tailer, TranscriptTailer):
+        for tailer in tailers:
+            for reading in tailer.poll():
+                reporter.observe(reading)
             _work_facts(reporter, tailer)
-        delivered = not isinstance(tailer, TranscriptTailer) or await _send_events(reporter.sink, tailer)
+        delivered = [await _send_events(reporter.sink, tailer, reporter.identity) for tailer in tailers]
         await reporter.flush()
-        if delivered:  # else a restart re-reads the lines and derives the same events again
-            tailer.commit()
+        for tailer, done in zip(tailers, delivered, strict=True):
+            if done:  # else a restart re-reads the lines and derives the same events again
+                tailer.commit()
         due = reporter.seconds_until_due()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
 
 
-def _work_facts(reporter: Reporter, tailer: TranscriptTailer) -> None:
-    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish."""
+def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
+    """Spec 4.2 facts of the threads that moved: changes go out as events and set must-finish. A thread looked at
+    too recently waits for a later round (its lines are read; only git is asked less often)."""
     if tailer.facts is None:
         return
     now = reporter.clock()
     for thread_id in sorted(tailer.take_touched()):
+        if not tailer.facts.due(thread_id, now):
+            tailer.touched.add(thread_id)
+            continue
         changes = tailer.facts.evaluate(thread_id, now, reporter.identity.project_id)
         if tailer.collect_events:
             tailer.queue_events(changes)
         reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
-async def _send_events(sink: Sink, tailer: TranscriptTailer) -> bool:
-    """The transcript's session events; what could not be delivered is kept for the next round, in order."""
+async def _send_events(sink: Sink, tailer: AnyTailer, identity: Identity) -> bool:
+    """The files' session events, stamped with who reports them (the API admits an event only for a project, and the
+    projection publishes a reading only for a thread whose node and worker it knows); what could not be delivered is
+    kept for the next round, in order, and one the receiver refused is set aside with the reason."""
     events = tailer.take_events()
     for index, event in enumerate(events):
         try:
-            await sink.send_event(event)
+            await sink.send_event(_stamped(event, identity))
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
             tailer.return_events(events[index:])
             return False
+        except RejectedRecord as error:
+            if isinstance(sink, SpooledSink):
+                sink.set_aside("session_event", event, str(error))
+            else:
+                log.error("reporter: the receiver rejected a session event: %s", error)
     return True
+
+
+def _stamped(event: SessionEvent, identity: Identity) -> SessionEvent:
+    known = {"project_id": identity.project_id, "node_id": identity.node_id, "worker_id": identity.worker_id}
+    missing = {name: value for name, value in known.items() if getattr(event, name) is None}
+    return event.model_copy(update=missing) if missing else event
 
 
 async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:

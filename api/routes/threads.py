@@ -45,7 +45,8 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
     if row is None or not caller.sees(row["project_id"]) or not reports_thread(caller, row["worker_id"]):
         return None
     count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
-    return thread_detail(row, row.get("wrap_up_checklist") or None, count, recent)
+    tool = reads.agent_tool_view(client, thread_id)
+    return thread_detail(row, row.get("wrap_up_checklist") or None, count, recent, tool)
 
 
 @router.post(

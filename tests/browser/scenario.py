@@ -23,12 +23,13 @@ from schemas import (
     ThreadState,
 )
 from schemas.codec import encode_record
-from schemas.events import CompactionFinished
+from schemas.events import CompactionFinished, SnapshotVerdict
 from sinks.migrations import migrate
 from sinks.rows import TableSpec, columns
 from sinks.tables import THREAD_CONTEXT_LATEST
 from sinks.writer import write_batch
 from tests.integration.test_api import VERSIONS, store
+from tests.unit.engine.builders import snapshot
 from tests.unit.sinks.records import compaction, engine_outputs
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
@@ -133,6 +134,18 @@ def forecast_row(state: ThreadState, last: CompactionFinished) -> tuple[TableSpe
     return spec, spec.row(forecast, next(VERSIONS))
 
 
+SHOWN_PCT = 31.4
+"""What Codex itself showed for the critical thread in its latest report, beside the ring's 20%."""
+
+
+def tool_report(thread: str, project: str) -> SnapshotVerdict:
+    """The thread's latest accepted report, with the additive fields a Codex reporter sends."""
+    report = snapshot(20, thread=thread, project=project, seconds=30).model_copy(
+        update={"agent_tool": "codex", "model": "gpt-5.3-codex", "shown_remaining_pct": SHOWN_PCT}
+    )
+    return SnapshotVerdict(snapshot=report, accepted=True, verdict="accept")
+
+
 @dataclass(frozen=True)
 class World:
     tag: str
@@ -162,6 +175,7 @@ def build_world(client: Any) -> World:
     spec, row = forecast_row(outputs["thread-state"][-1], last)
     write_batch(client, spec, [row], f"browser-forecast-{tag}")
     store(client, tag, "compactions", [last])
+    store(client, tag, "snapshot-verdicts", [tool_report(threads[0], project)])
     store(client, tag, "project-risk", [project_view(project, threads)])
 
     conversations = [  # in the list's order: pinned first, then the latest reply first

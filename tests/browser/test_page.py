@@ -17,7 +17,16 @@ from playwright.async_api import BrowserContext, expect
 from api.event_ids import decode_event_id
 from schemas import Record
 from tests.browser.conftest import LiveApi, conversation_row, signed_in, user_token
-from tests.browser.scenario import SECTIONS, STRATEGY, WINDOW_TOKENS, World, indicator_changed, minute, risk_changed
+from tests.browser.scenario import (
+    SECTIONS,
+    SHOWN_PCT,
+    STRATEGY,
+    WINDOW_TOKENS,
+    World,
+    indicator_changed,
+    minute,
+    risk_changed,
+)
 from tests.integration.test_api import produce, store
 from tests.unit.sinks.records import compaction
 
@@ -158,6 +167,10 @@ async def test_the_thread_page_shows_budget_forecast_compaction_checklist_handof
 
     await expect(page.get_by_test_id("percent")).to_have_text("20% left")
     await expect(page.locator(".budget").get_by_role("meter")).to_have_accessible_name("context budget 20%, critical")
+    shows = page.get_by_test_id("tool-shows")  # what Codex itself displays, beside the ring, and why they differ
+    await expect(shows.get_by_test_id("shown-percent")).to_have_text(f"{round(SHOWN_PCT)}% left")
+    await expect(shows).to_contain_text("Codex shows 31% left (gpt-5.3-codex); room before compaction: 20%.")
+    await expect(shows.get_by_test_id("shown-why")).to_contain_text("before Codex compacts the thread automatically")
     await expect(page.locator(".budget .level")).to_have_text("critical")
     expected = page.get_by_test_id("expected")
     await expect(expected).to_contain_text("between")

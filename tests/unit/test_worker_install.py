@@ -97,6 +97,11 @@ class StandIn(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.received.append((self.path, dict(self.headers), body))
+        if self.path.endswith("/session-events"):  # the rollout's session events: accepted, as the route does
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         report = WorkerReportRequest.model_validate_json(body)
         answer = WorkerReportResponse(
             accepted=True,
@@ -129,6 +134,10 @@ def api() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
         server.server_close()
 
 
+def _reports(received: list[tuple[str, dict[str, str], bytes]]) -> list[tuple[str, dict[str, str], bytes]]:
+    return [r for r in received if r[0].endswith("/thread-context")]
+
+
 def test_a_codex_rollout_reaches_the_api_from_the_base_install(
     tmp_path: Path, api: tuple[str, list[tuple[str, dict[str, str], bytes]]]
 ) -> None:
@@ -144,16 +153,19 @@ def test_a_codex_rollout_reaches_the_api_from_the_base_install(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while not received and process.poll() is None and time.monotonic() < deadline:
+        while not _reports(received) and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         still_tailing = process.poll() is None
     finally:
         process.terminate()
         _, stderr = process.communicate(timeout=30)
     assert still_tailing, stderr
-    assert received, stderr
-    path, headers, body = received[0]
+    assert _reports(received), stderr
+    path, headers, body = _reports(received)[0]
     assert path == "/api/v1/workers/worker-1/thread-context"
+    events = [json.loads(b) for p, _, b in received if p == "/api/v1/workers/worker-1/session-events"]
+    assert {e["thread_id"] for e in events} == {ROLLOUT_THREAD}  # its session events too, through the same API
+    assert {(e["project_id"], e["worker_id"]) for e in events} == {("project-1", "worker-1")}
     report = json.loads(body)
     assert set(report) <= set(WorkerReportRequest.model_fields)  # exactly the 5.2 body, identity in headers
     assert (report["thread_id"], report["project_id"], report["source_kind"]) == (

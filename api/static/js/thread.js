@@ -37,6 +37,7 @@ export function threadView(main, threadId, context) {
             detail.stale ? h("p", { class: "stale-tag" }, "stale: the thread missed its report deadline") : null,
           ),
         ),
+        toolShows(detail, percent),
         facts([
           ["Project", h("a", { href: project }, detail.project_id)],
           ["Expected compaction", expected(detail)],
@@ -68,6 +69,29 @@ export function threadView(main, threadId, context) {
     resync: resource.changed,
     dispose: resource.dispose,
   };
+}
+
+const TOOL_NAMES = { codex: "Codex", "claude-code": "Claude Code" };
+
+/** The percent the agent tool itself displays, beside the ring, and why the two differ: the tool counts its whole
+ * window, the ring the room before the tool compacts automatically, which comes first. */
+function toolShows(detail, percent) {
+  if (detail.shown_remaining_pct == null) return null;
+  const tool = TOOL_NAMES[detail.agent_tool] ?? detail.agent_tool ?? "The agent tool";
+  const shown = Math.round(detail.shown_remaining_pct);
+  return h(
+    "div",
+    { class: "tool-shows", "data-testid": "tool-shows" },
+    h("p", {}, `${tool} shows `, h("strong", { "data-testid": "shown-percent" }, `${shown}% left`),
+      detail.model ? ` (${detail.model})` : "", `; room before compaction: ${percent}%.`),
+    h(
+      "p",
+      { class: "note", "data-testid": "shown-why" },
+      `${tool} counts what is left of its whole context window; the ring counts what is left before ${tool} ` +
+        "compacts the thread automatically, which happens before the window is full, so the ring is usually lower. " +
+        "A thread can reach 0% here while the tool still shows room.",
+    ),
+  );
 }
 
 function expected(detail) {

@@ -141,3 +141,55 @@ def test_codex_compaction_hooks_become_session_events(tmp_path: Path, monkeypatc
         (CompactionStarted, TriggerMode.REQUEST_START),
     ]
     assert {e.thread_id for e in events} == {"019c8a59-e9dd-71f0-9ae3-4079fe9726a9"}
+
+
+def test_the_status_line_reports_at_most_at_the_cadence_but_prints_every_time(tmp_path: Path, serve) -> None:
+    api = serve([OK, OK, OK])
+    args = ["statusline", "--api-url", api.url, "--spool-dir", str(tmp_path / "spool")]
+    lines = []
+    for usage in (USAGE, USAGE | {"cache_read_input_tokens": 39_000}, USAGE | {"cache_read_input_tokens": 150_000}):
+        result = CliRunner().invoke(app, args, input=_status(usage))
+        assert result.exit_code == 0, result.output
+        lines.append(result.stdout.splitlines()[0])
+    assert len(set(lines)) == 3  # printed each time, with each update's figures
+    # the second update changed nothing significant within the safe level's 30 s; the third changed the level
+    assert [json.loads(r[2])["context_budget_level"] for r in api.requests] == ["safe", "critical"]
+
+
+def test_report_due_follows_spec_5_1() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from reporter.claude_statusline import LastReport, report_due
+    from schemas import ContextBudgetLevel
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    watch = LastReport(at=now, level=ContextBudgetLevel.WATCH)
+    assert report_due(None, ContextBudgetLevel.SAFE, now)
+    assert not report_due(watch, ContextBudgetLevel.WATCH, now + timedelta(seconds=14))
+    assert report_due(watch, ContextBudgetLevel.WATCH, now + timedelta(seconds=15))
+    assert report_due(watch, ContextBudgetLevel.URGENT, now + timedelta(seconds=1))
+
+
+def test_report_options_set_the_fact_patterns() -> None:
+    import pytest
+    import typer
+
+    from reporter.cli import fact_patterns
+    from reporter.git_facts import DEFAULT_TEST_PATTERNS, FactPatterns
+
+    assert fact_patterns(None, None, None, None) == FactPatterns()
+    given = fact_patterns([r"\bmake check\b"], ["docs/rfc/*"], [r"\bflashrom\b"], [r"\bssh node-\d+ wait\b"])
+    assert (given.test, given.decision_paths, given.hardware, given.waiting) == (
+        (r"\bmake check\b",),
+        ("docs/rfc/*",),
+        (r"\bflashrom\b",),
+        (r"\bssh node-\d+ wait\b",),
+    )
+    assert given.matches(given.test, "make check -j4")
+    assert not given.matches(given.test, "pytest -q")  # a given list replaces the defaults
+    assert FactPatterns().test == DEFAULT_TEST_PATTERNS
+    with pytest.raises(typer.BadParameter):
+        fact_patterns(["(unclosed"], None, None, None)
+    help_text = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).stdout
+    for option in ("--test-command", "--decision-path", "--hardware-command", "--waiting-command"):
+        assert option in help_text

@@ -150,3 +150,44 @@ def test_compaction_counts_survive_a_restart_and_a_replayed_stream_is_not_counte
     assert later is not None
     assert later.compaction_count == 2
     assert CodexAppServerParser(state).feed(app_server_lines[-1], T0 + timedelta(minutes=11)).compaction_count == 2
+
+
+def _usage_update(thread: str, turn: str, total: int, **breakdown: int) -> str:
+    usage = {"totalTokens": total, "inputTokens": total - 500, "outputTokens": 500} | breakdown
+    params = {
+        "threadId": thread,
+        "turnId": turn,
+        "tokenUsage": {"total": usage, "last": usage, "modelContextWindow": 258_400},
+    }
+    return json.dumps({"method": "thread/tokenUsage/updated", "params": params})
+
+
+def _numbered_compaction(thread: str, turn: str, window: int) -> str:
+    item = {"type": "contextCompaction", "id": f"c-{turn}", "windowNumber": window}
+    return json.dumps({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": item}})
+
+
+def test_window_numbers_are_the_compaction_count_and_say_a_repeat() -> None:
+    lines = [
+        _usage_update("thr_n", "t1", 200_000),
+        _numbered_compaction("thr_n", "t1", 4),  # attached mid-thread: three earlier compactions happened
+        json.dumps({"method": "thread/compacted", "params": {"threadId": "thr_n", "turnId": "t1"}}),  # the same one
+        _numbered_compaction("thr_n", "t1", 4),  # replayed
+        _usage_update("thr_n", "t2", 30_000),
+        _numbered_compaction("thr_n", "t2", 5),
+    ]
+    _, readings = _feed(lines)
+    assert [r.compaction_count for _, r in readings] == [0, 4, 4, 5]
+    assert [r.usage_stale for _, r in readings] == [False, True, False, True]
+
+
+def test_cache_write_tokens_are_read_with_the_breakdown() -> None:
+    parser = CodexAppServerParser()
+    reading = parser.feed(
+        _usage_update("thr_c", "t1", 40_000, cachedInputTokens=30_000, cacheWriteInputTokens=2_000), T0
+    )
+    assert reading is not None
+    assert (reading.last_usage.cache_write_input_tokens, reading.last_usage.total_tokens) == (2_000, 40_000)
+    bad = _usage_update("thr_c", "t2", 40_000, cacheWriteInputTokens=-1)
+    assert parser.feed(bad, T0) is None
+    assert parser.skipped.counts == {"malformed_params": 1}

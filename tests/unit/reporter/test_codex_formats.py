@@ -96,3 +96,15 @@ def test_session_meta_window_as_an_int(tmp_path: Path) -> None:
         _line("session_meta", META | {"context_window": 128_000}, 0) + _line("token_usage_record", {"usage": usage}, 1)
     )
     assert [r.context_window for r in RolloutTailer(path.parent, tmp_path / "st.json").poll()] == [128_000]
+
+
+def test_a_real_token_count_with_cache_write_tokens(tmp_path: Path) -> None:
+    """haakofli/usage-tracker's published line (a newer Codex): `cache_write_input_tokens` beside the others."""
+    source = Path(__file__).parents[2] / "data" / "codex" / "usage-tracker-cache-write.jsonl"
+    thread = "019d0000-0000-7000-8000-0000000000cc"
+    path = tmp_path / f"rollout-2026-09-11T10-51-00-{thread}.jsonl"
+    path.write_bytes(source.read_bytes())
+    (reading,) = RolloutTailer(tmp_path, tmp_path / "state.json").poll()
+    assert (reading.thread_id, reading.context_window) == (thread, 258_400)
+    usage = reading.last_usage
+    assert (usage.total_tokens, usage.cached_input_tokens, usage.cache_write_input_tokens) == (15_725, 12_160, 0)

@@ -144,11 +144,51 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
     assert facts == {(WorkFact.UNCOMMITTED_PATCH, True), (WorkFact.UNRECORDED_TEST_RESULTS, True)}
     assert sink.snapshots[-1].must_finish_before_compaction is True
 
-    _git(repo, "commit", "-qam", "x is 3", at=T0 + timedelta(minutes=2))
+    _git(repo, "commit", "-qam", "x is 3", at=T0 + timedelta(minutes=2))  # the agent's own commit, below
+    commit = [{"type": "tool_use", "id": "tu2", "name": "Bash", "input": {"command": "git commit -qam 'x is 3'"}}]
+    committed = [{"type": "tool_result", "tool_use_id": "tu2", "content": "", "is_error": False}]
     with transcript.open("a") as handle:
-        handle.write(_record("assistant", "a2", T0 + timedelta(minutes=3), repo, [{"type": "text", "text": "done"}]))
+        handle.write(_record("assistant", "a2", T0 + timedelta(minutes=3), repo, commit))
+        handle.write(_record("user", "u2", T0 + timedelta(minutes=3), repo, committed))
     clock.now += timedelta(seconds=5)
     await run_a_while()
     cleared = [(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"][2:]
     assert set(cleared) == {(WorkFact.UNCOMMITTED_PATCH, False), (WorkFact.UNRECORDED_TEST_RESULTS, False)}
     assert sink.snapshots[-1].must_finish_before_compaction is False
+
+
+def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refresh(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    tracker = WorkFactTracker(refresh=timedelta(seconds=5))
+    tracker.observe_cwd("t1", str(repo))
+    assert tracker.due("t1", T0)
+    tracker.evaluate("t1", T0)
+    assert not tracker.due("t1", T0 + timedelta(seconds=4))  # a line without a command: not yet
+    assert tracker.due("t1", T0 + timedelta(seconds=5))
+    tracker.observe_command("t1", "c1", "pytest", T0 + timedelta(seconds=1))
+    assert tracker.due("t1", T0 + timedelta(seconds=1))  # a command started: at once
+    tracker.evaluate("t1", T0 + timedelta(seconds=1))
+    tracker.observe_result("t1", "c1", failed=True)
+    assert tracker.due("t1", T0 + timedelta(seconds=2))  # and finished: at once
+    tracker.evaluate("t1", T0 + timedelta(seconds=2))
+    tracker.observe_edit("t1")
+    assert tracker.due("t1", T0 + timedelta(seconds=3))  # an edit tool ran: at once
+
+
+def test_threads_in_one_work_tree_share_a_round_of_git(tmp_path: Path, monkeypatch) -> None:
+    import reporter.git_facts as git_facts
+
+    repo = _repo(tmp_path)
+    looks: list[Path] = []
+    real = git_facts.git_view
+    monkeypatch.setattr(git_facts, "git_view", lambda cwd: looks.append(cwd) or real(cwd))
+    tracker = WorkFactTracker()
+    for thread in ("t1", "t2", "t3"):
+        tracker.observe_cwd(thread, str(repo))
+    (repo / "app.py").write_text("x = 9\n")
+    changed = [tracker.evaluate(t, T0) for t in ("t1", "t2", "t3")]
+    assert len(looks) == 1
+    assert all([e.fact for e in events] == [WorkFact.UNCOMMITTED_PATCH] for events in changed)
+    tracker.observe_command("t1", "c", "pytest", T0)
+    tracker.evaluate("t1", T0 + timedelta(seconds=1))  # a later round looks again
+    assert len(looks) == 2

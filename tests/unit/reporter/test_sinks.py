@@ -9,7 +9,7 @@ from reporter.http_sink import HttpSink, RetryPolicy
 from reporter.kafka_sink import event_record, snapshot_record
 from reporter.sink import DeliveryError, RejectedRecord
 from schemas import SESSION_EVENT_ADAPTER, ThreadContextSnapshot, WorkerReportRequest
-from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST
+from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK, UNAVAILABLE
 
 SNAP = ThreadContextSnapshot.model_validate_json(json.dumps(SNAPSHOT))
@@ -123,3 +123,47 @@ async def test_http_sink_posts_a_session_event_to_its_workers_route_and_retries_
     assert SESSION_EVENT_ADAPTER.validate_json(body) == event
     with pytest.raises(RejectedRecord, match="names no worker_id"):
         await HttpSink(server.url).send_event(event.model_copy(update={"worker_id": None}))
+
+
+async def test_http_sink_keeps_its_connection_and_replaces_one_the_server_closed() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    connections: list[int] = []
+
+    class KeepAlive(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            connections.append(id(self))
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps(SPEC_REPORT_RESPONSE).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            if self.server.close_next:  # type: ignore[attr-defined]
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    server.close_next = False  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sink = HttpSink(f"http://127.0.0.1:{server.server_port}", retry=RetryPolicy(attempts=1))
+    try:
+        for _ in range(5):
+            await sink.send_snapshot(SNAP)
+        assert len(connections) == 1  # five reports, one connection
+        server.close_next = True  # type: ignore[attr-defined]
+        await sink.send_snapshot(SNAP)
+        server.close_next = False  # type: ignore[attr-defined]
+        await sink.send_snapshot(SNAP)
+        assert len(connections) == 2  # the closed one was not reused
+    finally:
+        await sink.close()
+        server.shutdown()
