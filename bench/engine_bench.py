@@ -13,10 +13,10 @@
 3. On the same worker, at a steady paced rate: end-to-end latency from producing a snapshot to its `thread-state`
    record arriving at a consumer, p50 and p99; and, meanwhile, from producing a snapshot to the API reading it from
    `thread_context_latest` (what the BFF shows).
-4. The same backlog on fresh topics for other layouts (`CTXBUDGET_ROLES`): a worker that runs only the engine, then
-   one that runs only the aggregates over what that engine wrote (do they keep up with it? `--aggregates` runs only
-   this pair); two engine workers sharing the partitions; two workers side by side, engine and projection in one,
-   aggregates and sinks in the other.
+4. The same backlog on fresh topics for other layouts (`CTXBUDGET_ROLES`): a worker that runs only the engine (against
+   the Faust agent that only acknowledges, over the same backlog), then one that runs only the aggregates over what
+   that engine wrote (do they keep up with it? `--aggregates` runs only this pair); two engine workers sharing the
+   partitions; two workers side by side, engine and projection in one, aggregates and sinks in the other.
 
 5. `--live SPEED` instead: the engine and the aggregates in two processes fed the simulator's records at the fleet's
    own pace (each thread reports once a turn, `turn_seconds` apart), times SPEED: whether each keeps up with a live
@@ -257,10 +257,13 @@ async def engine_then_aggregates(settings: Settings, records: list[SimRecord], c
     what the engine wrote (its own group, from the earliest records): whether it keeps up with the engine."""
     settings = _fresh(settings)
     sent, ends = await _backlog(settings, records)
+    floor = faust_floor(settings, sent)
+    print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  (over this backlog)")
     async with worker_process(_with_roles(settings, "engine")) as worker, httpx.AsyncClient(timeout=10) as http:
         rate, before, after, elapsed = await drain(http, worker, ends, sent)
-        of_ceiling = f"  ({rate / ceiling:.2f}x of ceiling)" if ceiling else ""
-        print(f"  one worker, engine role only         {rate:10.0f} records/s{of_ceiling}")
+        of_ceiling = f", {rate / ceiling:.2f}x of ceiling" if ceiling else ""
+        print(f"  one worker, engine role only         {rate:10.0f} records/s  ({rate / floor:.2f}x of that agent"
+              f"{of_ceiling})")  # fmt: skip
         _print_worker_figures(before, after, elapsed)
     async with worker_process(_with_roles(settings, "aggregates")) as worker, httpx.AsyncClient(timeout=10) as http:
         before = await _first_applied(http, worker)
