@@ -43,6 +43,7 @@ from core.topics import compacted_topics
 from schemas.codec import encode_record
 from streams import faust_fixes, metrics
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
+from streams.deadlines import DeadlineIndex
 from streams.produce import partition_of, produce
 from streams.sequencer import Admit, Sequencer, Survey
 from streams.take_ahead import take_ahead
@@ -57,6 +58,9 @@ RAW = {"key_type": bytes, "value_type": bytes}
 
 BatchFn = Callable[[list[InputMessage], Callable[[str], S | None], datetime], BatchResult[S]]
 TickFn = Callable[[Iterable[tuple[str, S]], datetime], BatchResult[S]]
+WakeFn = Callable[[S, datetime | None], datetime | None]
+"""When the timer must next look at a state: the first instant after the given one (after nothing: any, passed or
+not) at which `tick` could change it; None when time alone never will."""
 
 
 class Runtime:
@@ -108,11 +112,12 @@ class Runtime:
         batch: BatchFn[S],
         tick: TickFn[S] | None = None,
         census: Callable[[Iterable[S]], None] | None = None,
+        wake: WakeFn[S] | None = None,
     ) -> KeyedFold[S]:
         """Register the agent `name` over `inputs` (all keyed alike, same partition count), with its table (also
-        `name`) holding one state per key, and the timer `tick` when given. Returns the fold, whose `load` reads a
-        key's state."""
-        return KeyedFold(self, name, inputs, decode_state, batch, tick, census)
+        `name`) holding one state per key, and the timer `tick` when given (with `wake`, only over the states whose
+        instant has come). Returns the fold, whose `load` reads a key's state."""
+        return KeyedFold(self, name, inputs, decode_state, batch, tick, census, wake)
 
 
 class KeyedFold(Generic[S]):
@@ -125,6 +130,7 @@ class KeyedFold(Generic[S]):
         batch: BatchFn[S],
         tick: TickFn[S] | None,
         census: Callable[[Iterable[S]], None] | None = None,
+        wake: WakeFn[S] | None = None,
     ) -> None:
         app, settings = runtime.app, runtime.settings
         self.runtime = runtime
@@ -137,6 +143,11 @@ class KeyedFold(Generic[S]):
         self.census = census
         self._decoded: DecodedStates[bytes, S] = DecodedStates(decode_state)
         self._decoded_generation: int | None = None
+        self.wake = wake
+        self._deadlines: DeadlineIndex[bytes] = DeadlineIndex()
+        self._owned_states: dict[bytes, S] = {}
+        """With `wake`: every state this worker owns, as of `_indexed_generation` (the census counts them)."""
+        self._indexed_generation: int | None = None
 
         async def agent(stream: faust.StreamT) -> None:
             async for events in self.intake.batches(stream, settings.batch_size, settings.batch_seconds):
@@ -178,10 +189,21 @@ class KeyedFold(Generic[S]):
             return
         async with self.lock:
             if not app.rebalancing:
-                owned = list(self._owned())
-                await self._publish(tick(owned, datetime.now(UTC)))
+                now = datetime.now(UTC)
+                if self.wake is None:
+                    owned = list(self._owned())
+                    await self._publish(tick(owned, now))
+                    states: Iterable[S] = (state for _, state in owned)
+                else:
+                    due = self._due(now)
+                    result = tick(((key.decode(), state) for key, state in due), now)
+                    await self._publish(result)
+                    for key, state in due:  # unchanged: not before its next deadline
+                        if key.decode() not in result.states:
+                            self._deadlines.set(key, self.wake(state, now))
+                    states = self._owned_states.values()
                 if self.census is not None:
-                    self.census(state for _, state in owned)
+                    self.census(states)
 
     async def _publish(self, result: BatchResult[S]) -> None:
         await self.runtime.send(result.emits)
@@ -193,6 +215,22 @@ class KeyedFold(Generic[S]):
         for raw_key, raw, state in encoded:
             self.table.data[raw_key] = raw
             self._decoded.written(raw_key, raw, state)
+            if self.wake is not None:
+                self._owned_states[raw_key] = state
+                self._deadlines.set(raw_key, self.wake(state, None))
+
+    def _due(self, now: datetime) -> list[tuple[bytes, S]]:
+        """The owned states whose next deadline has passed. The index is rebuilt from the table (one walk) whenever the
+        partitions may have moved: the table's recovery writes its store without passing through `_publish`."""
+        generation = self.runtime.app.consumer_generation_id
+        if generation != self._indexed_generation:
+            assert self.wake is not None
+            self._deadlines.clear()
+            self._owned_states = {key.encode(): state for key, state in self._owned()}
+            for key, state in self._owned_states.items():
+                self._deadlines.set(key, self.wake(state, None))
+            self._indexed_generation = generation
+        return [(key, self._owned_states[key]) for key in self._deadlines.due(now)]
 
     def _owned(self) -> Iterator[tuple[str, S]]:
         """States of the keys whose input partitions this worker actively owns (not standby copies)."""

@@ -54,12 +54,14 @@ from core.health import ClickHouseProbe
 from core.profiles import ProfileSet
 from core.settings import Settings
 from core.topics import ALERT_COMMANDS_BY_THREAD, HANDOFF_PACKAGES, MASTER_ACTION_COMMANDS, SESSION_EVENTS, SNAPSHOTS
-from schemas import Codec, DecodeError, ThresholdPolicy
+from schemas import DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
 from streams import metrics, observability
 from streams.app import create_app
 from streams.batching import Emit, InputMessage, dead_letter
 from streams.engine.batch import ALERT_COMMAND_CODEC, SLOT_CODEC, process_batch, tick_all
+from streams.engine.fold import next_deadline
+from streams.policy_table import POLICY_CODEC, PolicyTable
 from streams.projection.batch import PROJECTION_INPUTS, Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
@@ -80,7 +82,6 @@ from streams.runtime import RAW, OrderedIntake, Runtime
 from streams.sink_agents import ClickHouseSink
 
 ENGINE_INPUTS = (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD, MASTER_ACTION_COMMANDS)
-POLICY_CODEC = Codec(ThresholdPolicy)
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -129,6 +130,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
             SLOT_CODEC.decode,
             batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
             tick=lambda slots, now: tick_all(slots, now, config),
+            wake=lambda slot, after: next_deadline(slot, after, config),
             census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
         )
 
@@ -168,17 +170,9 @@ DeadLetter = Callable[[InputMessage, DecodeError], Awaitable[None]]
 def _policies(
     app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter
 ) -> Callable[[str], ThresholdPolicy | None]:
-    """Policies, validated, then everywhere through a global table; returns the lookup by project id."""
-    policies = app.GlobalTable("policies", partitions=runtime.settings.topic_partitions, default=None, **RAW)
-    policy_cache: dict[bytes, ThresholdPolicy] = {}
-
-    def lookup_policy(project_id: str) -> ThresholdPolicy | None:
-        raw = policies.get(project_id.encode())
-        if raw is None:
-            return None
-        if raw not in policy_cache:
-            policy_cache[raw] = POLICY_CODEC.decode(raw)  # validated before it was stored
-        return policy_cache[raw]
+    """Policies, validated, then everywhere through a global table; returns the lookup by project id (a plain map
+    of the decoded policies the table holds)."""
+    policies = PolicyTable.register(app, "policies", runtime.settings.topic_partitions, **RAW)
 
     # The policy table is a reader of `policies` like the sinks: the group commits a partition only once both are
     # past a record (streams/progress.py), through the same ordered intake, so a record the table never applied is
@@ -203,14 +197,14 @@ def _policies(
         changelog = policies.changelog_topic.get_topic_name()
         await runtime.produce((changelog, key, value) for key, value in valid.items())
         for key, value in valid.items():
-            policies.data[key] = value
+            policies.put(key, value)
 
     @app.agent(runtime.topic("policies"), name="load_policies")
     async def load_policies(stream: faust.StreamT) -> None:
         async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
             await intake.run(stream, events, apply)
 
-    return lookup_policy
+    return policies.mirror.get
 
 
 def _route_alert_commands(app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter) -> None:

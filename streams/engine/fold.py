@@ -318,6 +318,14 @@ def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
     return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
 
 
+def next_deadline(slot: ThreadSlot, after: datetime | None, config: EngineConfig) -> datetime | None:
+    """The first of the thread's deadlines after `after` (with None, the first of all, passed or not): what `tick`
+    does depends only on which deadlines have passed, so before that instant it changes nothing."""
+    if slot.state is None:
+        return None
+    return min((d for d in _deadlines(slot.state, config) if after is None or d > after), default=None)
+
+
 def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
     """The instants at which something of the thread turns by time alone (see `_derive`)."""
     deadlines = [] if state.stale else [state.report_deadline_at]
