@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from streams.app import GC_THRESHOLDS, Worker, create_app
-from streams.settings import Settings
 
 
 @pytest.fixture

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from core.engine_config import EngineConfig
+from core.topics import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
 from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.deadlines import DeadlineIndex
-from streams.engine.batch import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS, process_batch, tick_all
-from streams.engine.config import EngineConfig
+from streams.engine.batch import process_batch, tick_all
 from streams.engine.fold import ThreadSlot, next_deadline
 from tests.unit.engine.builders import at, compaction_started, package, snapshot
 
