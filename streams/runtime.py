@@ -15,7 +15,8 @@ One discipline, kept in one place so each agent in `streams.topology` is a singl
    anywhere in between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could
    persist a state whose outputs never left; its replay would then emit nothing.)
 5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
-   the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka.
+   the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka. With a
+   `wake` function it folds only the states whose next deadline has passed (streams/deadlines.py), not all of them.
 
 Tables are keyed like their input topics (same bytes, same partitioner), so each changelog record goes to the
 partition that owns its key (`streams.produce`); that is what lets batches and timers write outside per-event
