@@ -12,10 +12,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -25,6 +26,7 @@ from core.settings import Settings
 from schemas import Record
 from schemas.codec import encode_record
 from streams.local_kafka import free_port
+from streams.topic_admin import ensure_topics
 
 OUTPUT_TOPICS = (
     "thread-state",
@@ -193,6 +195,33 @@ class WorkerProcess:
             if not self.alive() or time.monotonic() > deadline:
                 raise AssertionError(f"the worker never printed {what!r}:\n{self.output()}")
             await asyncio.sleep(0.2)
+
+
+class ServedWorker(NamedTuple):
+    settings: Settings
+    """The test session's settings with the worker's own app id (its consumer groups and changelogs)."""
+    api: str
+    worker: WorkerProcess
+
+
+@contextlib.asynccontextmanager
+async def served_worker(
+    settings: Settings, data_dir: Path, up_within: float = 90, **overrides: str
+) -> AsyncIterator[ServedWorker]:
+    """A fresh `ctxbudget run` serving its API on a free port, once its health answers; stopped at the end, where it
+    must exit cleanly. Staleness is stretched (`CTXBUDGET_STALE_FACTOR`) so a slow test machine marks no thread
+    stale; `overrides` are more of the worker's environment."""
+    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
+    await ensure_topics(settings)
+    port = free_port()
+    environment = {"CTXBUDGET_API_PORT": str(port), "CTXBUDGET_STALE_FACTOR": "1000", **overrides}
+    worker = WorkerProcess(settings, data_dir, **environment).start()
+    api = f"http://127.0.0.1:{port}"
+    try:
+        await asyncio.to_thread(get_when_up, f"{api}/healthz", up_within, worker.alive)
+        yield ServedWorker(settings, api, worker)
+    finally:
+        assert worker.stop() == 0, worker.output()
 
 
 async def produce(settings: Settings, records: list[tuple[str, bytes | str, bytes | Record]]) -> None:

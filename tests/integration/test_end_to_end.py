@@ -12,7 +12,6 @@ import math
 import sys
 import time
 import urllib.error
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,9 +21,7 @@ from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from core.settings import Settings
 from schemas import Conversation, ConversationType
-from streams.local_kafka import free_port
-from streams.topic_admin import ensure_topics
-from tests.integration.pipeline import Outputs, WorkerProcess, get_json, get_when_up, produce, until_listed
+from tests.integration.pipeline import Outputs, get_json, produce, served_worker, until_listed
 from tests.unit.reporter.conftest import FIXTURES
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -36,63 +33,53 @@ LAST_BUDGET_PCT = 60.55  # the fixture's last reading: room before Codex's auto-
 async def test_a_codex_session_reported_through_the_api_shows_as_the_conversations_ring(
     settings: Settings, tmp_path: Path
 ) -> None:
-    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
-    await ensure_topics(settings)
-    port = free_port()
-    worker = WorkerProcess(settings, tmp_path / "worker", CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000")
-    worker.start()
-    api = f"http://127.0.0.1:{port}"
-    try:
-        async with Outputs(settings) as outputs:
-            await asyncio.to_thread(get_when_up, f"{api}/healthz", 60, worker.alive)
-            conversation = Conversation(
-                conversation_id="conv-e2e",
-                conversation_type=ConversationType.SINGLE_DEVICE,
-                project_id=PROJECT,
-                project_title="End to end",
-                thread_ids=[THREAD],
-                updated_at=datetime.now(UTC),
-            )
-            await produce(settings, [("conversations", conversation.conversation_id, conversation)])
-            secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())  # the worker's own
-            token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
-            report = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "streams", "report", "--from", "codex-app-server",
-                "--input", str(FIXTURES / "app_server_session.jsonl"), "--node-id", "node-e2e",
-                "--worker-id", WORKER, "--project-id", PROJECT, "--api-url", api, "--token", token,
-                "--spool-dir", str(tmp_path / "spool"),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )  # fmt: skip
-            output, _ = await asyncio.wait_for(report.communicate(), timeout=120)
-            assert report.returncode == 0, output.decode()
+    async with served_worker(settings, tmp_path / "worker") as (settings, api, _), Outputs(settings) as outputs:
+        conversation = Conversation(
+            conversation_id="conv-e2e",
+            conversation_type=ConversationType.SINGLE_DEVICE,
+            project_id=PROJECT,
+            project_title="End to end",
+            thread_ids=[THREAD],
+            updated_at=datetime.now(UTC),
+        )
+        await produce(settings, [("conversations", conversation.conversation_id, conversation)])
+        secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())  # the worker's own
+        token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
+        report = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "streams", "report", "--from", "codex-app-server",
+            "--input", str(FIXTURES / "app_server_session.jsonl"), "--node-id", "node-e2e",
+            "--worker-id", WORKER, "--project-id", PROJECT, "--api-url", api, "--token", token,
+            "--spool-dir", str(tmp_path / "spool"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await asyncio.wait_for(report.communicate(), timeout=120)
+        assert report.returncode == 0, output.decode()
 
-            expected = math.floor(LAST_BUDGET_PCT)
+        expected = math.floor(LAST_BUDGET_PCT)
 
-            def ring(o: Outputs) -> dict | None:
-                items = [r for r in o.records["conversation-indicators"] if r["conversation_id"] == "conv-e2e"]
-                return items[-1]["context_budget_indicator"] if items else None
+        def ring(o: Outputs) -> dict | None:
+            items = [r for r in o.records["conversation-indicators"] if r["conversation_id"] == "conv-e2e"]
+            return items[-1]["context_budget_indicator"] if items else None
 
-            await outputs.wait_for(lambda o: (ring(o) or {}).get("percent") == expected, within=90, what="the ring")
-            assert ring(outputs) == {
-                "schema_version": 1, "visible": True, "style": "ring_percent", "percent": expected, "level": "safe",
-                "stale": False,
-            }  # fmt: skip
-            state = outputs.latest_states()[THREAD]
-            assert (state["source_kind"], state["worker_id"], state["compaction_count"]) == (
-                "codex_app_server",
-                WORKER,
-                1,
-            )
-            # The BFF reads the same ring from ClickHouse, once the sink has written it.
-            operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
-            listed = await until_listed(api, operator, "conv-e2e", within=30)
-            assert listed["context_budget_indicator"]["percent"] == expected
-            # The thread view (spec 6.3) of the same thread: the engine's level, the worker's exact budget.
-            detail = await _until_found(f"{api}/api/v1/threads/{THREAD}/context-budget", operator, within=30)
-            assert (detail["context_budget_level"], detail["compaction_count"]) == ("safe", 1)
-            assert round(detail["context_budget_remaining_pct"], 2) == LAST_BUDGET_PCT
-    finally:
-        assert worker.stop() == 0, worker.output()
+        await outputs.wait_for(lambda o: (ring(o) or {}).get("percent") == expected, within=90, what="the ring")
+        assert ring(outputs) == {
+            "schema_version": 1, "visible": True, "style": "ring_percent", "percent": expected, "level": "safe",
+            "stale": False,
+        }  # fmt: skip
+        state = outputs.latest_states()[THREAD]
+        assert (state["source_kind"], state["worker_id"], state["compaction_count"]) == (
+            "codex_app_server",
+            WORKER,
+            1,
+        )
+        # The BFF reads the same ring from ClickHouse, once the sink has written it.
+        operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
+        listed = await until_listed(api, operator, "conv-e2e", within=30)
+        assert listed["context_budget_indicator"]["percent"] == expected
+        # The thread view (spec 6.3) of the same thread: the engine's level, the worker's exact budget.
+        detail = await _until_found(f"{api}/api/v1/threads/{THREAD}/context-budget", operator, within=30)
+        assert (detail["context_budget_level"], detail["compaction_count"]) == ("safe", 1)
+        assert round(detail["context_budget_remaining_pct"], 2) == LAST_BUDGET_PCT
 
 
 async def _until_found(url: str, token: str, within: float) -> dict:

@@ -27,9 +27,7 @@ from core.settings import Settings
 from reporter.hook_actions import HELD_NOTE
 from schemas import HandoffPackage, PackageStatus
 from schemas.codec import encode_record
-from streams.local_kafka import free_port
-from streams.topic_admin import ensure_topics
-from tests.integration.pipeline import WorkerProcess, get_json, get_when_up
+from tests.integration.pipeline import get_json, served_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
@@ -88,15 +86,8 @@ async def _until(url: str, token: str, done: Any, within: float, what: str) -> d
 
 
 async def test_hooks_make_a_thread_hand_off_before_its_automatic_compaction(settings: Settings, tmp_path: Path) -> None:
-    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
-    await ensure_topics(settings)
-    port = free_port()
-    worker = WorkerProcess(settings, tmp_path / "worker", CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000")
-    worker.start()
-    api = f"http://127.0.0.1:{port}"
     owing, stuck = f"sess-{uuid.uuid4().hex[:8]}", f"sess-{uuid.uuid4().hex[:8]}"
-    try:
-        await asyncio.to_thread(get_when_up, f"{api}/healthz", 60, worker.alive)
+    async with served_worker(settings, tmp_path / "worker") as (settings, api, worker):
         secret = token_secret(Settings(data_dir=tmp_path / "worker"), ApiSettings())
         token = issue_token(secret, Role.WORKER, WORKER, [PROJECT], ttl=timedelta(hours=1))
         env = {
@@ -176,8 +167,6 @@ async def test_hooks_make_a_thread_hand_off_before_its_automatic_compaction(sett
         assert second[:2] == (0, "")
         manual = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="manual"))
         assert manual[:2] == (0, "")
-    finally:
-        assert worker.stop() == 0, worker.output()
 
 
 def _post(url: str, token: str, package: HandoffPackage) -> dict:

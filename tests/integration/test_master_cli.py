@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,9 +16,7 @@ import pytest
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from core.settings import Settings
-from streams.local_kafka import free_port
-from streams.topic_admin import ensure_topics
-from tests.integration.pipeline import Outputs, WorkerProcess, get_when_up, produce
+from tests.integration.pipeline import Outputs, produce, served_worker
 from tests.integration.test_master_writes import now_snapshot
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -28,42 +25,33 @@ PROJECT = "proj-master"
 
 
 async def test_one_round_requests_the_critical_threads_handoff_first(settings: Settings, tmp_path: Path) -> None:
-    settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
-    await ensure_topics(settings)
-    port = free_port()
     data = tmp_path / "worker"
-    api = f"http://127.0.0.1:{port}"
-    worker = WorkerProcess(settings, data, CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000").start()
-    try:
-        async with Outputs(settings) as outputs:
-            await asyncio.to_thread(get_when_up, f"{api}/healthz", 90, worker.alive)
-            token = tmp_path / "token"
-            secret = token_secret(Settings(data_dir=data), ApiSettings())
-            token.write_text(issue_token(secret, Role.USER, "kris", [PROJECT], ttl=timedelta(hours=1)))
-            await produce(
-                settings,
-                [
-                    ("snapshots", "thread-urgent", now_snapshot(30.0, "thread-urgent", 1)),
-                    ("snapshots", "thread-critical", now_snapshot(8.0, "thread-critical", 1)),
-                ],
-            )
+    async with served_worker(settings, data) as (settings, api, _), Outputs(settings) as outputs:
+        token = tmp_path / "token"
+        secret = token_secret(Settings(data_dir=data), ApiSettings())
+        token.write_text(issue_token(secret, Role.USER, "kris", [PROJECT], ttl=timedelta(hours=1)))
+        await produce(
+            settings,
+            [
+                ("snapshots", "thread-urgent", now_snapshot(30.0, "thread-urgent", 1)),
+                ("snapshots", "thread-critical", now_snapshot(8.0, "thread-critical", 1)),
+            ],
+        )
 
-            def requiring(o: Outputs) -> list[str]:
-                views = [v for v in o.records["project-risk"] if v["project_id"] == PROJECT]
-                return views[-1]["threads_requiring_handoff"] if views else []
+        def requiring(o: Outputs) -> list[str]:
+            views = [v for v in o.records["project-risk"] if v["project_id"] == PROJECT]
+            return views[-1]["threads_requiring_handoff"] if views else []
 
-            await outputs.wait_for(lambda o: len(requiring(o)) == 2, within=90, what="both threads require a handoff")
-            await asyncio.sleep(5)  # the project list reads ClickHouse: the sink writes the view within its batch time
-            master = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "streams", "master", "--api-url", api, "--token-file", str(token),
-                "--project", PROJECT, "--rounds", "1", "--interval", "0",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(master.communicate(), timeout=120)
-            assert master.returncode == 0, err.decode()[-3000:]
-            (line,) = out.decode().splitlines()
-            round_ = json.loads(line)
-            assert round_["requested"] == ["thread-critical", "thread-urgent"]
-            assert round_["errors"] == []
-    finally:
-        assert worker.stop() == 0, worker.output()
+        await outputs.wait_for(lambda o: len(requiring(o)) == 2, within=90, what="both threads require a handoff")
+        await asyncio.sleep(5)  # the project list reads ClickHouse: the sink writes the view within its batch time
+        master = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "streams", "master", "--api-url", api, "--token-file", str(token),
+            "--project", PROJECT, "--rounds", "1", "--interval", "0",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(master.communicate(), timeout=120)
+        assert master.returncode == 0, err.decode()[-3000:]
+        (line,) = out.decode().splitlines()
+        round_ = json.loads(line)
+        assert round_["requested"] == ["thread-critical", "thread-urgent"]
+        assert round_["errors"] == []
