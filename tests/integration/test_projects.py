@@ -203,13 +203,20 @@ async def test_a_silent_thread_turns_stale_on_its_ring_then_leaves_its_project_a
                 [(t["thread_id"], t["stale"]) for t in r["active_thread_contexts"]]
                 for r in outputs.records["project-risk"]
             ]
-            assert views == [[("z", False)], [("z", True)], []]
+            # On a busy machine a fold may take the fresh and the stale state in one batch and publish only the
+            # latter, so the transition is asserted where it is made (the engine) and its order downstream.
+            engine = [state["stale"] for state in outputs.of_thread("thread-state", "z")]
+            assert (engine[0], engine[-1]) == (False, True)
+            assert views[-2:] == [[("z", True)], []]  # marked stale, then retired
+            assert all(view == [("z", False)] for view in views[:-2])
             assert outputs.records["project-risk"][-1]["master_context_strategy_summary"] == "No live threads."
             rings = [
                 (e["context_budget_indicator"]["percent"], e["context_budget_indicator"]["stale"])
                 for e in outputs.records["client-events"]
                 if e["event_type"] == "conversation.context_indicator.updated"
             ]
-            assert rings == [(20, False), (20, True)]  # the last value, marked stale; retirement leaves the ring
+            # the last value, marked stale; retirement leaves the ring
+            assert rings[-1] == (20, True)
+            assert all(ring == (20, False) for ring in rings[:-1])
     finally:
         assert worker.stop() == 0, worker.output()

@@ -66,7 +66,10 @@ def make_app(
     )
 
 
-def bearer(role: Role, subject: str, *projects: str, secret: bytes = SECRET, ttl_seconds: int = 600) -> dict[str, str]:
+# A day: module-level headers are made at collection, and a whole suite runs far longer than minutes.
+def bearer(
+    role: Role, subject: str, *projects: str, secret: bytes = SECRET, ttl_seconds: int = 86_400
+) -> dict[str, str]:
     token = issue_token(secret, role, subject, projects, ttl=timedelta(seconds=ttl_seconds))
     return {"Authorization": f"Bearer {token}"}
 
