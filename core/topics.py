@@ -11,13 +11,32 @@ from dataclasses import dataclass
 
 from core.settings import Settings
 
+# inputs
 SNAPSHOTS = "snapshots"
 SESSION_EVENTS = "session-events"
 HANDOFF_PACKAGES = "handoff-packages"
-ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
+POLICIES = "policies"
+ALERT_COMMANDS = "alert-commands"
 MASTER_ACTION_COMMANDS = "master-action-commands"
+CONVERSATIONS = "conversations"
+TASK_IMPORTANCE = "task-importance"
+# outputs
 THREAD_STATE = "thread-state"
+CONTEXT_EVENTS = "context-events"
+ALERTS = "alerts"
+MASTER_ACTIONS = "master-actions"
+CLIENT_EVENTS = "client-events"
+PROJECT_RISK = "project-risk"
+CONVERSATION_INDICATORS = "conversation-indicators"
+COMPACTIONS = "compactions"
 SNAPSHOT_VERDICTS = "snapshot-verdicts"
+THREAD_PROJECTIONS = "thread-projections"
+# internal
+ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
+THREAD_STATE_BY_PROJECT = "thread-state-by-project"
+CONVERSATION_LINKS = "conversation-links"
+CONVERSATION_THREADS = "conversation-threads"
+DEADLETTER = "deadletter"
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -48,34 +67,34 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(SNAPSHOTS, "thread_id", False, "ThreadContextSnapshot from workers and the estimator"),
     TopicSpec(SESSION_EVENTS, "thread_id", False, "SessionEvent union from workers"),
     TopicSpec(HANDOFF_PACKAGES, "from_thread_id", False, "HandoffPackage versions"),
-    TopicSpec("policies", "project_id (* = default)", True, "ThresholdPolicy per project"),
-    TopicSpec("alert-commands", "alert_id", False, "AlertCommand (ack)"),
+    TopicSpec(POLICIES, "project_id (* = default)", True, "ThresholdPolicy per project"),
+    TopicSpec(ALERT_COMMANDS, "alert_id", False, "AlertCommand (ack)"),
     TopicSpec(MASTER_ACTION_COMMANDS, "thread_id", False, "MasterActionCommand (ack, done, request) for the engine"),
-    TopicSpec("conversations", "conversation_id", True, "Conversation registry"),
-    TopicSpec("task-importance", "thread_id", True, "TaskImportance: the importance of each thread's task"),
+    TopicSpec(CONVERSATIONS, "conversation_id", True, "Conversation registry"),
+    TopicSpec(TASK_IMPORTANCE, "thread_id", True, "TaskImportance: the importance of each thread's task"),
     # outputs
     TopicSpec(THREAD_STATE, "thread_id", True, "latest derived state of each thread"),
-    TopicSpec("context-events", "thread_id", False, "ContextEvent (spec 5.3)"),
-    TopicSpec("alerts", "alert_id", False, "ContextAlert transitions (spec 3.4)"),
-    TopicSpec("master-actions", "thread_id", False, "MasterActionRecord: every state of each issued action"),
-    TopicSpec("client-events", "project_id", False, "ClientEvent: the SSE events of spec 6.4"),
-    TopicSpec("project-risk", "project_id", True, "ProjectDetail per project (spec 6.2)"),
-    TopicSpec("conversation-indicators", "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
-    TopicSpec("compactions", "thread_id", False, "CompactionFinished: one finished compaction"),
+    TopicSpec(CONTEXT_EVENTS, "thread_id", False, "ContextEvent (spec 5.3)"),
+    TopicSpec(ALERTS, "alert_id", False, "ContextAlert transitions (spec 3.4)"),
+    TopicSpec(MASTER_ACTIONS, "thread_id", False, "MasterActionRecord: every state of each issued action"),
+    TopicSpec(CLIENT_EVENTS, "project_id", False, "ClientEvent: the SSE events of spec 6.4"),
+    TopicSpec(PROJECT_RISK, "project_id", True, "ProjectDetail per project (spec 6.2)"),
+    TopicSpec(CONVERSATION_INDICATORS, "conversation_id", True, "ConversationItem per conversation (spec 6.1)"),
+    TopicSpec(COMPACTIONS, "thread_id", False, "CompactionFinished: one finished compaction"),
     TopicSpec(SNAPSHOT_VERDICTS, "thread_id", False, "SnapshotVerdict: each snapshot read, accepted or why not"),
-    TopicSpec("thread-projections", "thread_id", True, "ThreadProjection: the latest projection of each thread"),
+    TopicSpec(THREAD_PROJECTIONS, "thread_id", True, "ThreadProjection: the latest projection of each thread"),
     # internal: repartitions between folds keyed differently
     TopicSpec(ALERT_COMMANDS_BY_THREAD, "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
-    TopicSpec("thread-state-by-project", "project_id", False, "ThreadState | ThreadLeft re-keyed by project"),
-    TopicSpec("conversation-links", "thread_id", False, "ConversationLink: a conversation shows a thread or stops"),
+    TopicSpec(THREAD_STATE_BY_PROJECT, "project_id", False, "ThreadState | ThreadLeft re-keyed by project"),
+    TopicSpec(CONVERSATION_LINKS, "thread_id", False, "ConversationLink: a conversation shows a thread or stops"),
     TopicSpec(
-        "conversation-threads",
+        CONVERSATION_THREADS,
         "conversation_id",
         False,
         "ConversationThread: ring values of a shown thread; ConversationRelay",
     ),
     TopicSpec(
-        "deadletter",
+        DEADLETTER,
         "source key",
         False,
         "DeadLetter: invalid input with reason and original bytes",

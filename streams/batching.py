@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+from core.topics import DEADLETTER
 from schemas import DeadLetter, DecodeError, Record
 
 S = TypeVar("S")
 K = TypeVar("K", bytes, str)
-DEADLETTER = "deadletter"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The Faust wiring every stateful agent shares: a keyed fold over co-partitioned topics, its table and its timer.
 
-One discipline, kept in one place so each agent in `streams.topology` is a single declaration:
+One discipline, kept in one place so each agent in `streams.topology` is a single declaration (its inputs and
+outputs are `core.folds`'; an emit to a topic its fold does not declare is refused, see `UndeclaredOutput`):
 
 1. Records arrive in batches (`take_ahead`, which fills the next batch while this one is applied). Each message is
    held by one extra reference, because the batching acknowledges a batch in a `finally` even when the agent is
@@ -39,6 +40,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.types import TP
 
+from core.folds import Fold
 from core.settings import Settings
 from core.topics import compacted_topics
 from schemas.codec import encode_record
@@ -64,6 +66,22 @@ WakeFn = Callable[[S, datetime | None], datetime | None]
 not) at which `tick` could change it; None when time alone never will."""
 
 
+class UndeclaredOutput(RuntimeError):
+    """A fold emitted to a topic its declaration (`core.folds`) does not name.
+
+    Raised before any record of the batch is sent, never dead-lettered: it is a wiring bug, not bad input. The batch
+    is then neither published nor reported, so its records are read again instead of committed past, and the agent
+    fails loudly instead of writing where the topology says nothing goes (or where no topic may exist)."""
+
+    def __init__(self, fold: Fold, topics: Collection[str]) -> None:
+        super().__init__(
+            f"fold {fold.name!r} emitted to {', '.join(sorted(topics))}, which it does not declare as an output"
+            f" (core/folds.py declares {', '.join(fold.outputs) or 'none'})"
+        )
+        self.fold = fold
+        self.topics = frozenset(topics)
+
+
 class Runtime:
     def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
@@ -87,6 +105,13 @@ class Runtime:
             timestamp=datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None,
         )
 
+    async def emit(self, fold: Fold, emits: Sequence[Emit]) -> None:
+        """`send` the records `fold` emitted, all of them only if every one goes to a topic it declares."""
+        undeclared = {e.topic for e in emits} - set(fold.outputs)
+        if undeclared:
+            raise UndeclaredOutput(fold, undeclared)
+        await self.send(emits)
+
     async def send(self, emits: Sequence[Emit]) -> None:
         """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
         than that here: a SIGKILL then lost outputs whose states were already written)."""
@@ -107,26 +132,26 @@ class Runtime:
 
     def keyed_fold(
         self,
-        name: str,
-        inputs: Sequence[str],
+        fold: Fold,
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],
         tick: TickFn[S] | None = None,
         census: Callable[[Iterable[S]], None] | None = None,
         wake: WakeFn[S] | None = None,
     ) -> KeyedFold[S]:
-        """Register the agent `name` over `inputs` (all keyed alike, same partition count), with its table (also
-        `name`) holding one state per key, and the timer `tick` when given (with `wake`, only over the states whose
-        instant has come). Returns the fold, whose `load` reads a key's state."""
-        return KeyedFold(self, name, inputs, decode_state, batch, tick, census, wake)
+        """Register the agent `fold.name` over `fold.inputs` (all keyed alike, same partition count), with its table
+        (also `fold.name`) holding one state per key, and the timer `tick` when given (with `wake`, only over the
+        states whose instant has come). Returns the fold, whose `load` reads a key's state."""
+        if (tick is not None) != fold.timer:
+            raise ValueError(f"fold {fold.name!r}: a timer is {'' if fold.timer else 'not '}declared in core/folds.py")
+        return KeyedFold(self, fold, decode_state, batch, tick, census, wake)
 
 
 class KeyedFold(Generic[S]):
     def __init__(
         self,
         runtime: Runtime,
-        name: str,
-        inputs: Sequence[str],
+        fold: Fold,
         decode_state: Callable[[bytes], S],
         batch: BatchFn[S],
         tick: TickFn[S] | None,
@@ -134,7 +159,9 @@ class KeyedFold(Generic[S]):
         wake: WakeFn[S] | None = None,
     ) -> None:
         app, settings = runtime.app, runtime.settings
+        name, inputs = fold.name, fold.inputs
         self.runtime = runtime
+        self.fold = fold
         self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
         self.lock = asyncio.Lock()
         topics = [settings.topic(n) for n in inputs]
@@ -207,7 +234,7 @@ class KeyedFold(Generic[S]):
                     self.census(states)
 
     async def _publish(self, result: BatchResult[S]) -> None:
-        await self.runtime.send(result.emits)
+        await self.runtime.emit(self.fold, result.emits)
         encoded = [(key.encode(), encode_record(state), state) for key, state in result.states.items()]
         # The changelog records are ours, batched like the outputs; the table's store is written once they are in
         # Kafka (a Faust table write would send each one on its own, and change the store before it is confirmed).

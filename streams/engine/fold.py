@@ -21,6 +21,7 @@ from core.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
 from core.engine_config import EngineConfig
 from core.levels import classify_level, report_interval_seconds
 from core.precedence import Verdict, judge, record_mark
+from core.topics import ALERTS, CLIENT_EVENTS, CONTEXT_EVENTS, MASTER_ACTIONS
 from schemas import (
     AlertCommand,
     AlertType,
@@ -46,11 +47,6 @@ from schemas.admission import captured_at_refusal, version_refusal
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
 from streams.engine import alerts
-
-CONTEXT_EVENTS = "context-events"
-ALERTS = "alerts"
-MASTER_ACTIONS = "master-actions"
-CLIENT_EVENTS = "client-events"
 
 
 class ThreadSlot(Record):

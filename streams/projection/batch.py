@@ -19,7 +19,7 @@ from datetime import datetime
 from core import handoff
 from core.levels import policy_for
 from core.profiles import ProfileSet
-from core.topics import SESSION_EVENTS, SNAPSHOTS, THREAD_STATE
+from core.topics import COMPACTIONS, SESSION_EVENTS, SNAPSHOTS, THREAD_PROJECTIONS, THREAD_STATE
 from schemas import (
     CompactionCompleted,
     CompactionFinished,
@@ -40,9 +40,6 @@ from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
 
-COMPACTIONS = "compactions"
-THREAD_PROJECTIONS = "thread-projections"
-PROJECTION_INPUTS = (SESSION_EVENTS, THREAD_STATE)
 DECODERS = {SESSION_EVENTS: EVENT_CODEC, THREAD_STATE: Codec(ThreadState)}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from core.topics import HANDOFF_PACKAGES, THREAD_STATE
+from core.topics import HANDOFF_PACKAGES, TASK_IMPORTANCE, THREAD_STATE
 from schemas import Codec, Conversation, HandoffPackage, ThreadState
 from schemas.projects import (
     ConversationIndicatorState,
@@ -35,12 +35,6 @@ from streams.projects.outputs import (
     Change,
     ConversationThread,
 )
-
-TASK_IMPORTANCE = "task-importance"
-
-ROUTES_INPUTS = (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES)
-PROJECT_INPUTS = (THREAD_STATE_BY_PROJECT,)
-INDICATOR_INPUTS = (CONVERSATIONS, CONVERSATION_THREADS)
 
 ROUTES_CODEC = Codec(ThreadRoutes)
 PROJECT_CODEC = Codec(ProjectState)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from hashlib import blake2b
 
+from core.topics import (
+    CLIENT_EVENTS,
+    CONVERSATION_INDICATORS,
+    CONVERSATION_LINKS,
+    CONVERSATION_THREADS,
+    CONVERSATIONS,
+    PROJECT_RISK,
+    THREAD_STATE_BY_PROJECT,
+)
 from schemas.base import MAX_ID_LENGTH
 from schemas.projects import ConversationThread
 from streams.batching import Change
-from streams.engine.fold import CLIENT_EVENTS, Emit
-
-PROJECT_RISK = "project-risk"
-CONVERSATION_INDICATORS = "conversation-indicators"
-THREAD_STATE_BY_PROJECT = "thread-state-by-project"
-CONVERSATION_THREADS = "conversation-threads"
-CONVERSATION_LINKS = "conversation-links"
-CONVERSATIONS = "conversations"
+from streams.engine.fold import Emit
 
 __all__ = [
     "CLIENT_EVENTS",

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.actions import actions_for_level
+from core.folds import INDICATORS_FOLD, PROJECTS_FOLD, ROUTES_FOLD
 from core.levels import classify_level
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.codec import encode_record
@@ -27,11 +28,8 @@ from streams.batching import BatchResult, DecodedStates, InputMessage
 from streams.projects import indicators, risk, routes
 from streams.projects.batch import (
     INDICATOR_CODEC,
-    INDICATOR_INPUTS,
     PROJECT_CODEC,
-    PROJECT_INPUTS,
     ROUTES_CODEC,
-    ROUTES_INPUTS,
     indicators_batch,
     projects_batch,
     retire_idle_projects,
@@ -249,9 +247,9 @@ class Topics:
         self.offsets: dict[str, int] = defaultdict(int)
         self.published: list[Emit] = []
         self.folds = [
-            (ROUTES_INPUTS, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, config, PREFIX)),
-            (PROJECT_INPUTS, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
-            (INDICATOR_INPUTS, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
+            (ROUTES_FOLD, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, config, PREFIX)),
+            (PROJECTS_FOLD, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
+            (INDICATORS_FOLD, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
         ]
         self.decoded: list[DecodedStates[str, Any]] = [DecodedStates(codec.decode) for _, _, codec, _ in self.folds]
         """As streams.runtime.KeyedFold, each state is decoded once per stored value."""
@@ -263,13 +261,13 @@ class Topics:
 
     def pending(self) -> list[int]:
         """The folds with records waiting, by index (routes, projects, indicators)."""
-        return [i for i, (inputs, *_) in enumerate(self.folds) if any(self.topics[t] for t in inputs)]
+        return [i for i, (spec, *_) in enumerate(self.folds) if any(self.topics[t] for t in spec.inputs)]
 
     def step(self, fold: int, size: int) -> None:
         """One batch of fold `fold`: up to `size` records of each of its inputs (Faust interleaves topics freely)."""
-        inputs, _, _, batch = self.folds[fold]
+        spec, _, _, batch = self.folds[fold]
         messages = []
-        for topic in inputs:
+        for topic in spec.inputs:
             messages += self.topics[topic][:size]
             del self.topics[topic][:size]
         self._publish(batch(messages, lambda key: self._load(fold, key)), fold)
@@ -292,6 +290,9 @@ class Topics:
         return {e.key: e.record for e in self.published if e.topic == topic}
 
     def _publish(self, result: BatchResult, fold: int) -> None:
+        spec = self.folds[fold][0]
+        undeclared = {emit.topic for emit in result.emits} - set(spec.outputs)
+        assert not undeclared, f"{spec.name} emitted to undeclared {undeclared}"  # the runtime refuses it
         for emit in result.emits:
             if emit.topic in INTERNAL:
                 self.produce(emit.topic, emit.key, emit.record)

@@ -1,0 +1,136 @@
+"""Every fold of the topology with the topics it reads and the topics it may write, declared once (names from
+`core.topics`).
+
+The runtime registers each agent from its declaration and refuses an emit to a topic the fold does not declare
+(`streams.runtime.UndeclaredOutput`); `ctxbudget topology` draws the graph from it, and the README's diagram is that
+drawing. The sinks write ClickHouse tables, not topics: their tables are `sinks.tables.ROUTES`, whose topics are the
+sinks' declared inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.settings import Role
+from core.topics import (
+    ALERT_COMMANDS,
+    ALERT_COMMANDS_BY_THREAD,
+    ALERTS,
+    CLIENT_EVENTS,
+    COMPACTIONS,
+    CONTEXT_EVENTS,
+    CONVERSATION_INDICATORS,
+    CONVERSATION_LINKS,
+    CONVERSATION_THREADS,
+    CONVERSATIONS,
+    DEADLETTER,
+    HANDOFF_PACKAGES,
+    MASTER_ACTION_COMMANDS,
+    MASTER_ACTIONS,
+    POLICIES,
+    PROJECT_RISK,
+    SESSION_EVENTS,
+    SNAPSHOT_VERDICTS,
+    SNAPSHOTS,
+    TASK_IMPORTANCE,
+    THREAD_PROJECTIONS,
+    THREAD_STATE,
+    THREAD_STATE_BY_PROJECT,
+)
+
+
+@dataclass(frozen=True)
+class Fold:
+    name: str
+    """Its agent's name (a keyed fold's table is named alike)."""
+    roles: frozenset[Role]
+    """The worker roles that run it."""
+    inputs: tuple[str, ...]
+    """Keyed alike, with the same partition count: the first one owns the fold's partitions."""
+    outputs: tuple[str, ...]
+    """Every topic it may emit to."""
+    table: str | None = None
+    """What its table holds, one state per key (None: it keeps no table)."""
+    timer: bool = False
+    """A timer also folds its states (staleness, expiries, retirement)."""
+
+
+def _roles(*names: Role) -> frozenset[Role]:
+    return frozenset(names)
+
+
+POLICIES_FOLD = Fold(
+    "load_policies", _roles("engine", "projection"), (POLICIES,), (DEADLETTER,), table="policies (global table)"
+)
+ALERT_COMMANDS_FOLD = Fold(
+    "route_alert_commands", _roles("engine"), (ALERT_COMMANDS,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER)
+)
+PROJECTION_FOLD = Fold(
+    "thread_projection",
+    _roles("projection"),
+    (SESSION_EVENTS, THREAD_STATE),
+    (THREAD_PROJECTIONS, SNAPSHOTS, COMPACTIONS, DEADLETTER),
+    table="projections",
+)
+ENGINE_FOLD = Fold(
+    "thread_engine",
+    _roles("engine"),
+    (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD, MASTER_ACTION_COMMANDS),
+    (THREAD_STATE, CONTEXT_EVENTS, ALERTS, MASTER_ACTIONS, CLIENT_EVENTS, SNAPSHOT_VERDICTS, DEADLETTER),
+    table="thread slots",
+    timer=True,
+)
+ROUTES_FOLD = Fold(
+    "route_thread_state",
+    _roles("aggregates"),
+    (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES),
+    (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, DEADLETTER),
+    table="thread routes",
+)
+PROJECTS_FOLD = Fold(
+    "project_risk",
+    _roles("aggregates"),
+    (THREAD_STATE_BY_PROJECT,),
+    (PROJECT_RISK, CLIENT_EVENTS, DEADLETTER),
+    table="project states",
+    timer=True,
+)
+INDICATORS_FOLD = Fold(
+    "conversation_indicators",
+    _roles("aggregates"),
+    (CONVERSATIONS, CONVERSATION_THREADS),
+    # `conversations`: a relay moves a thread to the conversation that continues it (spec 7.3)
+    (CONVERSATION_INDICATORS, CONVERSATION_LINKS, CLIENT_EVENTS, CONVERSATIONS, DEADLETTER),
+    table="indicator states",
+)
+SINKS_FOLD = Fold(
+    "clickhouse_sink",
+    _roles("sinks"),
+    (
+        THREAD_STATE,
+        ALERTS,
+        CONVERSATION_INDICATORS,
+        PROJECT_RISK,
+        POLICIES,
+        SNAPSHOT_VERDICTS,
+        CONTEXT_EVENTS,
+        CLIENT_EVENTS,
+        COMPACTIONS,
+        THREAD_PROJECTIONS,
+        MASTER_ACTIONS,
+        DEADLETTER,
+    ),
+    (),
+    timer=True,
+)
+
+FOLDS: tuple[Fold, ...] = (
+    POLICIES_FOLD,
+    ALERT_COMMANDS_FOLD,
+    PROJECTION_FOLD,
+    ENGINE_FOLD,
+    ROUTES_FOLD,
+    PROJECTS_FOLD,
+    INDICATORS_FOLD,
+    SINKS_FOLD,
+)

@@ -1,0 +1,92 @@
+"""The declared topology (core/folds.py) is what the worker wires, and the runtime holds every fold to its outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.folds import FOLDS, SINKS_FOLD, Fold
+from core.settings import ROLES, Settings
+from core.topics import ALERT_COMMANDS_BY_THREAD, ALERTS, DEADLETTER, THREAD_STATE, TOPICS
+from schemas.codec import Codec
+from schemas.projects import ThreadRoutes
+from sinks.tables import ROUTES
+from streams.app import create_app
+from streams.batching import BatchResult, Emit
+from streams.runtime import Runtime, UndeclaredOutput
+from streams.topology import build
+from tests.unit.engine.builders import ack
+
+ROUTER = Fold("router", frozenset({"aggregates"}), (THREAD_STATE,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER))
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Runtime:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path)
+    return Runtime(create_app(settings), settings)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[Emit]:
+    captured: list[Emit] = []
+
+    async def send(self: Runtime, emits: list[Emit]) -> None:
+        captured.extend(emits)
+
+    monkeypatch.setattr(Runtime, "send", send)
+    return captured
+
+
+def command_emit(topic: str) -> Emit:
+    command = ack("thread-a:context_watch:1", thread="thread-a")
+    return Emit(topic, command.thread_id, command)
+
+
+async def test_an_emit_to_an_undeclared_topic_is_refused_and_nothing_of_the_batch_is_sent(
+    runtime: Runtime, sent: list[Emit]
+) -> None:
+    with pytest.raises(UndeclaredOutput, match=r"fold 'router' emitted to alerts, which it does not declare"):
+        await runtime.emit(ROUTER, [command_emit(ALERT_COMMANDS_BY_THREAD), command_emit(ALERTS)])
+    assert sent == []
+    declared = [command_emit(ALERT_COMMANDS_BY_THREAD), command_emit(DEADLETTER)]
+    await runtime.emit(ROUTER, declared)
+    assert sent == declared
+
+
+async def test_a_keyed_fold_publishes_only_to_its_declared_outputs(runtime: Runtime, sent: list[Emit]) -> None:
+    fold = runtime.keyed_fold(ROUTER, Codec(ThreadRoutes).decode, batch=lambda messages, load, now: BatchResult())
+    with pytest.raises(UndeclaredOutput, match="router"):
+        await fold._publish(BatchResult(emits=[command_emit(ALERTS)]))
+    assert sent == []
+    assert fold.table.data == {}
+
+
+def test_a_timer_must_be_declared(runtime: Runtime) -> None:
+    with pytest.raises(ValueError, match="router"):
+        runtime.keyed_fold(ROUTER, Codec(ThreadRoutes).decode, batch=lambda m, load, now: BatchResult(), tick=print)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_wires_exactly_its_declared_folds_over_their_declared_inputs(role: str, tmp_path: Path) -> None:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=role)
+    app = build(settings, clickhouse=object())  # type: ignore[arg-type]  # the sink only stores the client here
+    declared = {fold.name: fold for fold in FOLDS if role in fold.roles}
+    assert set(app.agents) == set(declared)
+    for name, agent in app.agents.items():
+        wired = set(agent.channel.topics)  # type: ignore[attr-defined]
+        assert wired == {settings.topic(topic) for topic in declared[name].inputs}, name
+
+
+def test_the_sinks_read_exactly_the_routed_topics() -> None:
+    assert set(SINKS_FOLD.inputs) == set(ROUTES)
+    assert len(SINKS_FOLD.inputs) == len(set(SINKS_FOLD.inputs))
+
+
+def test_every_declared_topic_is_in_the_catalog_and_every_catalog_topic_is_read() -> None:
+    catalog = {spec.name for spec in TOPICS}
+    inputs = {topic for fold in FOLDS for topic in fold.inputs}
+    outputs = {topic for fold in FOLDS for topic in fold.outputs}
+    assert inputs | outputs <= catalog
+    assert catalog <= inputs
+    assert len({fold.name for fold in FOLDS}) == len(FOLDS)
