@@ -52,7 +52,9 @@ class Fold:
     table: str | None = None
     """What its table holds, one state per key (None: it keeps no table)."""
     timer: bool = False
-    """A timer also folds its states (staleness, expiries, retirement)."""
+    """A timer also folds its states (staleness, expiries, retirement), or flushes what is due."""
+    clickhouse: bool = False
+    """It writes its inputs into ClickHouse (the tables of `sinks.tables.ROUTES`)."""
 
 
 def _roles(*names: Role) -> frozenset[Role]:
@@ -122,13 +124,14 @@ SINKS_FOLD = Fold(
     ),
     (),
     timer=True,
+    clickhouse=True,
 )
 
 FOLDS: tuple[Fold, ...] = (
     POLICIES_FOLD,
     ALERT_COMMANDS_FOLD,
-    PROJECTION_FOLD,
     ENGINE_FOLD,
+    PROJECTION_FOLD,
     ROUTES_FOLD,
     PROJECTS_FOLD,
     INDICATORS_FOLD,

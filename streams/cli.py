@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,6 +13,7 @@ from api.mcp_server.stdio import mcp
 from api.sql_cli import sql
 from core.settings import Settings
 from master.cli import master
+from streams.topology_graph import GraphFormat
 
 if TYPE_CHECKING:
     import faust
@@ -339,6 +341,27 @@ def topics_describe() -> None:
     if drifts:
         raise typer.Exit(1)
     typer.echo("no drift")
+
+
+@app.command()
+def topology(
+    format: Annotated[GraphFormat, typer.Option(help="text, or mermaid (a flowchart).")] = GraphFormat.TEXT,
+    readme: Annotated[
+        Path | None, typer.Option(help="Rewrite this file's marked topology block with the mermaid graph instead.")
+    ] = None,
+) -> None:
+    """The declared topology (core/folds.py): topic -> fold -> table -> topic, by role."""
+    from streams.topology_graph import readme_block, render, with_readme_block
+
+    if readme is None:
+        typer.echo(render(format), nl=False)
+        return
+    try:
+        readme.write_text(with_readme_block(readme.read_text(), readme_block()))
+    except (OSError, ValueError) as error:
+        typer.echo(f"error: {readme}: {error}", err=True)
+        raise typer.Exit(1) from error
+    typer.echo(f"updated {readme}")
 
 
 @app.command()

@@ -31,6 +31,7 @@ from core.folds import (
     PROJECTION_FOLD,
     PROJECTS_FOLD,
     ROUTES_FOLD,
+    SINKS_FOLD,
     Fold,
 )
 from core.health import ClickHouseProbe
@@ -39,6 +40,7 @@ from core.settings import Settings
 from core.topics import ALERT_COMMANDS_BY_THREAD
 from schemas import DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
+from sinks.tables import ROUTES
 from streams import metrics, observability
 from streams.app import create_app
 from streams.batching import Emit, InputMessage, dead_letter
@@ -132,7 +134,8 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
 
     # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
     if "sinks" in roles and clickhouse is not None:
-        ClickHouseSink(runtime, clickhouse, backoff=metrics.CountedBackoff())
+        routes = {topic: ROUTES[topic] for topic in SINKS_FOLD.inputs}
+        ClickHouseSink(runtime, clickhouse, SINKS_FOLD.name, routes, backoff=metrics.CountedBackoff())
 
     return app
 
