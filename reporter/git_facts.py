@@ -10,8 +10,11 @@
 `WorkFactTracker.evaluate` returns only the facts that changed since the last evaluation, as `work_fact_changed`
 events whose ids derive from the thread, the fact, its state and the evaluation time. `WorkFactTracker.due` says when
 to look again: at once after a command started or finished or a file edit (what changes the facts), else once
-`refresh` passed: a busy thread writes a line every few seconds, and each look at its work tree costs two git
-processes, far more than reading the line.
+`refresh` passed: a busy thread writes a line every few seconds, and a look at its work tree costs a git process,
+far more than reading the line. Looks are kept per work tree, shared by its threads and across rounds: git is asked
+again only when a command finished or a file was edited in that tree (what changes it; a command's start cannot
+have yet), or the look is older than `refresh`. A look is one `git status`; the last commit's time is asked only
+when the commit it names is new.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class FactPatterns:
 class GitView:
     changed_files: tuple[str, ...]
     last_commit_at: datetime | None
+    head: str | None = None
+    """The commit HEAD names (None before the first)."""
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -74,18 +79,48 @@ def _git(cwd: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def git_view(cwd: Path) -> GitView | None:
-    """The working tree's changed files and the last commit's time; None when `cwd` is no git work tree."""
-    status = _git(cwd, "status", "--porcelain", "--untracked-files=all")
+def git_view(cwd: Path, previous: GitView | None = None) -> GitView | None:
+    """The working tree's changed files and the last commit's time; None when `cwd` is no git work tree. The
+    `previous` look at the same tree spares the second git process while HEAD names the same commit."""
+    status = _git(cwd, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
     if status is None:
         return None
-    files = []
-    for line in status.splitlines():
-        path = line[3:]
-        files.append(path.split(" -> ", 1)[-1].strip('"'))
-    log = _git(cwd, "log", "-1", "--format=%cI")
-    last = datetime.fromisoformat(log.strip()) if log and log.strip() else None
-    return GitView(tuple(sorted(files)), last)
+    files, head = _changed_files(status)
+    if head is None:  # no commit yet
+        return GitView(files, None)
+    if previous is not None and previous.head == head:
+        return GitView(files, previous.last_commit_at, head)
+    log = _git(cwd, "log", "-1", "--format=%cI", head)
+    return GitView(files, datetime.fromisoformat(log.strip()) if log and log.strip() else None, head)
+
+
+def _changed_files(status: str) -> tuple[tuple[str, ...], str | None]:
+    """The paths of `git status --porcelain=v2 -z --branch` and the commit HEAD names (None before the first)."""
+    files, head = [], None
+    entries = iter(status.split("\0"))
+    for entry in entries:
+        kind = entry[:1]
+        if entry.startswith("# branch.oid "):
+            oid = entry.removeprefix("# branch.oid ")
+            head = None if oid == "(initial)" else oid
+        elif kind == "1":
+            files.append(entry.split(" ", 8)[8])
+        elif kind == "2":  # a rename or copy: the new path, then the original as the next entry
+            files.append(entry.split(" ", 9)[9])
+            next(entries, None)
+        elif kind == "u":
+            files.append(entry.split(" ", 10)[10])
+        elif kind == "?":
+            files.append(entry[2:])
+    return tuple(sorted(files)), head
+
+
+@dataclass
+class _Look:
+    view: GitView | None
+    at: datetime
+    stale: bool = False
+    """A command finished or a file was edited in the tree since the look."""
 
 
 @dataclass
@@ -123,9 +158,8 @@ class WorkFactTracker:
         self.patterns = patterns or FactPatterns()
         self.refresh = refresh
         self._threads: dict[str, _Thread] = {}
-        self._round: datetime | None = None
-        self._views: dict[Path, GitView | None] = {}
-        """Work-tree views of the current round (`evaluate`'s `now`)."""
+        self._looks: dict[Path, _Look] = {}
+        """The latest look at each work tree."""
 
     def observe_cwd(self, thread_id: str, cwd: str) -> None:
         thread = self._threads.get(thread_id)
@@ -144,12 +178,18 @@ class WorkFactTracker:
         """The agent edited files (an edit tool, not a shell command): the work tree is worth a look."""
         if (thread := self._threads.get(thread_id)) is not None:
             thread.commands_changed = True
+            self._tree_changed(thread.cwd)
 
     def observe_result(self, thread_id: str, call_id: str, failed: bool) -> None:
         thread = self._threads.get(thread_id)
         if thread is not None and (command := thread.commands.get(call_id)) is not None:
             command.finished, command.failed = True, failed
             thread.commands_changed = True
+            self._tree_changed(thread.cwd)
+
+    def _tree_changed(self, cwd: Path) -> None:
+        if (look := self._looks.get(cwd)) is not None:
+            look.stale = True
 
     def threads(self) -> list[str]:
         return list(self._threads)
@@ -165,8 +205,8 @@ class WorkFactTracker:
     def current(
         self, thread_id: str, now: datetime | None = None
     ) -> dict[WorkFact, tuple[bool, str, tuple[str, ...]]] | None:
-        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree. Threads
-        in one work tree evaluated at the same `now` (one round of the reporter) share one look at it."""
+        """Each fact's (active, detail, files) now; None when the thread's directory is no git work tree. With
+        `now`, threads in one work tree share its latest look while it holds (see the module's docstring)."""
         thread = self._threads.get(thread_id)
         view = self._view(thread.cwd, now) if thread else None
         if thread is None or view is None:
@@ -188,13 +228,12 @@ class WorkFactTracker:
         }
 
     def _view(self, cwd: Path, now: datetime | None) -> GitView | None:
+        look = self._looks.get(cwd)
         if now is None:
-            return git_view(cwd)
-        if self._round != now:
-            self._round, self._views = now, {}
-        if cwd not in self._views:
-            self._views[cwd] = git_view(cwd)
-        return self._views[cwd]
+            return git_view(cwd, look.view if look else None)
+        if look is None or look.stale or now - look.at >= self.refresh:
+            look = self._looks[cwd] = _Look(git_view(cwd, look.view if look else None), now)
+        return look.view
 
     def evaluate(self, thread_id: str, now: datetime, project_id: str | None = None) -> list[WorkFactChanged]:
         """The facts that changed since the last evaluation (the first evaluation reports the active ones)."""

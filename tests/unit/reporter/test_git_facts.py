@@ -7,7 +7,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reporter.git_facts import FactPatterns, WorkFactTracker, git_view
+from reporter.git_facts import FactPatterns, GitView, WorkFactTracker, git_view
 from schemas import WorkFact
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -175,20 +175,77 @@ def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refr
     assert tracker.due("t1", T0 + timedelta(seconds=3))  # an edit tool ran: at once
 
 
-def test_threads_in_one_work_tree_share_a_round_of_git(tmp_path: Path, monkeypatch) -> None:
+def test_a_work_tree_look_is_shared_until_a_command_finishes_or_an_edit(tmp_path: Path, monkeypatch) -> None:
     import reporter.git_facts as git_facts
 
     repo = _repo(tmp_path)
     looks: list[Path] = []
     real = git_facts.git_view
-    monkeypatch.setattr(git_facts, "git_view", lambda cwd: looks.append(cwd) or real(cwd))
-    tracker = WorkFactTracker()
+    monkeypatch.setattr(git_facts, "git_view", lambda cwd, previous=None: looks.append(cwd) or real(cwd, previous))
+    tracker = WorkFactTracker(refresh=timedelta(seconds=60))
     for thread in ("t1", "t2", "t3"):
         tracker.observe_cwd(thread, str(repo))
     (repo / "app.py").write_text("x = 9\n")
     changed = [tracker.evaluate(t, T0) for t in ("t1", "t2", "t3")]
     assert len(looks) == 1
     assert all([e.fact for e in events] == [WorkFact.UNCOMMITTED_PATCH] for events in changed)
-    tracker.observe_command("t1", "c", "pytest", T0)
-    tracker.evaluate("t1", T0 + timedelta(seconds=1))  # a later round looks again
+    tracker.observe_cwd("t4", str(repo))  # a thread seen later, in the same tree: its first look is the tree's
+    assert [e.fact for e in tracker.evaluate("t4", T0 + timedelta(seconds=1))] == [WorkFact.UNCOMMITTED_PATCH]
+    tracker.observe_command("t1", "c", "pytest", T0 + timedelta(seconds=2))
+    started = tracker.evaluate("t1", T0 + timedelta(seconds=2))  # a start cannot have changed the tree yet
+    assert len(looks) == 1
+    assert [(e.fact, e.detail) for e in started] == [(WorkFact.UNRECORDED_TEST_RESULTS, "pytest: running")]
+    (repo / "new.py").write_text("y = 1\n")
+    tracker.observe_result("t1", "c", failed=False)
+    finished = tracker.evaluate("t2", T0 + timedelta(seconds=3))  # any thread of the tree looks again
     assert len(looks) == 2
+    assert [(e.fact, e.files) for e in finished] == [(WorkFact.UNCOMMITTED_PATCH, ["app.py", "new.py"])]
+    tracker.observe_edit("t3")
+    tracker.evaluate("t3", T0 + timedelta(seconds=4))
+    assert len(looks) == 3
+    tracker.evaluate("t3", T0 + timedelta(seconds=64))  # older than refresh: a change outside the agent shows
+    assert len(looks) == 4
+
+
+def test_git_runs_once_a_look_while_head_names_the_same_commit(tmp_path: Path, monkeypatch) -> None:
+    import reporter.git_facts as git_facts
+
+    repo = _repo(tmp_path)
+    calls: list[str] = []
+    real = git_facts._git
+    monkeypatch.setattr(git_facts, "_git", lambda cwd, *args: calls.append(args[0]) or real(cwd, *args))
+    first = git_view(repo)
+    assert first is not None
+    assert first.last_commit_at == T0
+    assert calls == ["status", "log"]
+    again = git_view(repo, first)
+    assert again == first
+    assert calls == ["status", "log", "status"]
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "later", at=T0 + timedelta(hours=1))
+    moved = git_view(repo, again)
+    assert moved is not None
+    assert moved.last_commit_at == T0 + timedelta(hours=1)
+    assert moved.head != first.head
+    assert calls[-2:] == ["status", "log"]
+
+
+def test_changed_files_of_every_kind_of_entry(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "notes.md").write_text("n\n")
+    _git(repo, "add", "notes.md")
+    _git(repo, "commit", "-qm", "notes")
+    _git(repo, "mv", "notes.md", "renamed notes.md")  # a rename, with a space in the new name
+    (repo / "app.py").write_text("x = 3\n")  # modified, not staged
+    (repo / "d").mkdir()
+    (repo / "d" / "ünïcode.txt").write_text("u\n")  # untracked, in a new directory
+    view = git_view(repo)
+    assert view is not None
+    assert view.changed_files == ("app.py", "d/ünïcode.txt", "renamed notes.md")
+
+
+def test_a_repository_without_a_commit_has_no_last_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("a\n")
+    assert git_view(repo) == GitView(("a.py",), None)
