@@ -19,7 +19,7 @@ import asyncio
 import http.client
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
@@ -151,6 +151,14 @@ class HttpSink:
             raise RejectedRecord(f"session event {event.event_id!r} names no worker_id: the API route needs one")
         url = self.base_url + EVENTS_PATH.format(worker_id=urllib.parse.quote(event.worker_id, safe=""))
         await self._deliver(url, encode_record(event), {})
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        """One request for all of them (a JSON array: the route refuses the whole body when one is invalid)."""
+        workers = {event.worker_id for event in events}
+        if len(workers) != 1 or None in workers:
+            raise RejectedRecord("a batch of session events must name one worker_id: send them one by one")
+        url = self.base_url + EVENTS_PATH.format(worker_id=urllib.parse.quote(str(events[0].worker_id), safe=""))
+        await self._deliver(url, b"[" + b",".join(encode_record(event) for event in events) + b"]", {})
 
     async def send_package(self, package: HandoffPackage) -> None:
         """A version of the thread's package; 409 (the engine would drop it) is a rejection like an invalid body."""

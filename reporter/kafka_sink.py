@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -68,6 +69,11 @@ class KafkaSink:
 
     async def send_event(self, event: SessionEvent) -> None:
         await self._send(event_record(event, self.topic_prefix))
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        """In order; a repeat of the ones already sent after a failure carries the same event ids."""
+        for event in events:
+            await self.send_event(event)
 
     async def send_package(self, package: HandoffPackage) -> None:
         await self._send(package_record(package, self.topic_prefix))

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 _EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
 AnyTailer = RolloutTailer | TranscriptTailer
+EVENTS_PER_REQUEST = 200
+"""Session events sent in one request (a round of hundreds of busy threads reads a few hundred, each well under a
+kilobyte: far below the API's body limit)."""
 DELIVERY_PAUSE = timedelta(seconds=5)
 """After the sink gave up (its own retries exhausted), wait this long before the next attempt."""
 
@@ -269,22 +272,40 @@ def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
 
 async def _send_events(sink: Sink, tailer: AnyTailer, identity: Identity) -> bool:
     """The files' session events, stamped with who reports them (the API admits an event only for a project, and the
-    projection publishes a reading only for a thread whose node and worker it knows); what could not be delivered is
-    kept for the next round, in order, and one the receiver refused is set aside with the reason."""
+    projection publishes a reading only for a thread whose node and worker it knows), a batch per request; what could
+    not be delivered is kept for the next round, in order, and one the receiver refused is set aside with the reason
+    (a refused batch is sent again one by one, to find it)."""
     events = tailer.take_events()
-    for index, event in enumerate(events):
+    for start in range(0, len(events), EVENTS_PER_REQUEST):
+        batch = [_stamped(event, identity) for event in events[start : start + EVENTS_PER_REQUEST]]
         try:
-            await sink.send_event(_stamped(event, identity))
+            await sink.send_events(batch)
+            continue
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
-            tailer.return_events(events[index:])
+            left: int | None = 0
+        except RejectedRecord:
+            left = await _send_each(sink, batch)
+        if left is not None:
+            tailer.return_events(events[start + left :])
             return False
+    return True
+
+
+async def _send_each(sink: Sink, events: list[SessionEvent]) -> int | None:
+    """Send one by one, setting aside what the receiver refuses; the index of the first not delivered, if any."""
+    for index, event in enumerate(events):
+        try:
+            await sink.send_event(event)
+        except DeliveryError as error:
+            log.warning("reporter: session events not delivered, retrying: %s", error)
+            return index
         except RejectedRecord as error:
             if isinstance(sink, SpooledSink):
                 sink.set_aside("session_event", event, str(error))
             else:
                 log.error("reporter: the receiver rejected a session event: %s", error)
-    return True
+    return None
 
 
 def _stamped(event: SessionEvent, identity: Identity) -> SessionEvent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,5 +39,10 @@ class Sink(Protocol):
         ...
 
     async def send_event(self, event: SessionEvent) -> None: ...
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        """Deliver several events in order, all or none: a `RejectedRecord` says one of them is invalid (send them
+        one by one to find it), a `DeliveryError` that none is known to have arrived."""
+        ...
 
     async def close(self) -> None: ...

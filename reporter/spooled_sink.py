@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel
 
@@ -69,6 +69,9 @@ class SpooledSink:
 
     async def send_event(self, event: SessionEvent) -> None:
         await self.sink.send_event(event)
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        await self.sink.send_events(events)
 
     async def drained(self) -> None:
         """Returns once every spooled snapshot was delivered (or rejected and set aside)."""

@@ -163,7 +163,10 @@ def test_a_codex_rollout_reaches_the_api_from_the_base_install(
     assert _reports(received), stderr
     path, headers, body = _reports(received)[0]
     assert path == "/api/v1/workers/worker-1/thread-context"
-    events = [json.loads(b) for p, _, b in received if p == "/api/v1/workers/worker-1/session-events"]
+    bodies = [json.loads(b) for p, _, b in received if p == "/api/v1/workers/worker-1/session-events"]
+    assert bodies
+    assert all(isinstance(body, list) for body in bodies)  # a round's events in one request
+    events = [event for body in bodies for event in body]
     assert {e["thread_id"] for e in events} == {ROLLOUT_THREAD}  # its session events too, through the same API
     assert {(e["project_id"], e["worker_id"]) for e in events} == {("project-1", "worker-1")}
     report = json.loads(body)

@@ -145,7 +145,9 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")
     posted = document["paths"]["/api/v1/workers/{worker_id}/session-events"]["post"]
-    assert posted["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/SessionEvent")
+    one, many = posted["requestBody"]["content"]["application/json"]["schema"]["anyOf"]
+    assert one["$ref"].endswith("/SessionEvent")
+    assert many["items"]["$ref"].endswith("/SessionEvent")
     schemas = document["components"]["schemas"]
     assert schemas["SessionEvent"]["discriminator"]["propertyName"] == "type"
     assert {

@@ -43,7 +43,7 @@ def client(tmp_path: Path, publisher: RecordingPublisher) -> Iterator[TestClient
         yield client
 
 
-def post(client: TestClient, body: dict[str, object], headers: dict[str, str] = WORKER, url: str = URL):
+def post(client: TestClient, body: object, headers: dict[str, str] = WORKER, url: str = URL):
     return client.post(url, content=json.dumps(body), headers={"Content-Type": "application/json", **headers})
 
 
@@ -94,3 +94,30 @@ def test_an_event_naming_another_project_than_its_threads_is_403(client, publish
     assert answer.status_code == 403
     assert "another project" in answer.json()["detail"]
     assert len(publisher.sent) == 1
+
+
+def test_an_array_of_events_is_published_in_order(client, publisher) -> None:
+    events = [_event(event_id="compaction-1"), _event(event_id="compaction-2", thread_id="thread-xyz")]
+    assert post(client, events).status_code == 202
+    published = [(key, SESSION_EVENT_ADAPTER.validate_json(value)) for _, key, value in publisher.sent]
+    assert [(key, e.event_id, e.worker_id) for key, e in published] == [
+        (b"thread-abc", "compaction-1", "worker-mac-01"),
+        (b"thread-xyz", "compaction-2", "worker-mac-01"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"trigger_mode": "whenever"}, "trigger_mode"), ({"project_id": None}, "project_id"), ({"extra": 1}, "extra")],
+)
+def test_one_invalid_event_of_an_array_refuses_it_all_naming_its_index(client, publisher, changes, field) -> None:
+    answer = post(client, [_event(), _event(event_id="compaction-2", **changes)])
+    assert answer.status_code == 422
+    assert any(error["loc"][:2] == ["body", 1] and field in json.dumps(error) for error in answer.json()["detail"])
+    assert publisher.sent == []
+
+
+def test_an_array_with_another_projects_event_is_403_and_nothing_is_published(client, publisher) -> None:
+    assert post(client, [_event(), _event(event_id="compaction-2", project_id="proj-999")]).status_code == 403
+    assert post(client, []).status_code == 422
+    assert publisher.sent == []

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,6 +55,10 @@ class _Sink:
             self.events_down -= 1
             raise DeliveryError("down")
         self.events.append(event)
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        for event in events:
+            await self.send_event(event)
 
     async def close(self) -> None:
         return None

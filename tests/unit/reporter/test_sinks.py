@@ -125,6 +125,32 @@ async def test_http_sink_posts_a_session_event_to_its_workers_route_and_retries_
         await HttpSink(server.url).send_event(event.model_copy(update={"worker_id": None}))
 
 
+async def test_http_sink_posts_several_events_as_one_array_and_a_refused_one_rejects_the_batch(serve) -> None:
+    server = serve([(202, {}, b""), (422, {}, b'{"detail":[{"loc":["body",1]}]}')])
+    events = [
+        SESSION_EVENT_ADAPTER.validate_python(
+            {
+                "type": "compaction_completed",
+                "thread_id": thread,
+                "event_id": f"compaction-{thread}",
+                "occurred_at": datetime(2026, 3, 25, 7, 0, tzinfo=UTC),
+                "worker_id": "worker-mac-01",
+                "trigger_mode": "request_start",
+            }
+        )
+        for thread in ("a", "b")
+    ]
+    await HttpSink(server.url).send_events(events)
+    [(path, _, body)] = server.requests
+    assert path == "/api/v1/workers/worker-mac-01/session-events"
+    assert [SESSION_EVENT_ADAPTER.validate_json(json.dumps(item)) for item in json.loads(body)] == events
+    with pytest.raises(RejectedRecord, match="422"):
+        await HttpSink(server.url).send_events(events)
+    with pytest.raises(RejectedRecord, match="one worker_id"):
+        await HttpSink(server.url).send_events([events[0], events[1].model_copy(update={"worker_id": "other"})])
+    assert len(server.requests) == 2
+
+
 async def test_http_sink_keeps_its_connection_and_replaces_one_the_server_closed() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
