@@ -61,8 +61,9 @@ def receiver(received: Received) -> ThreadingHTTPServer:
             record = json.loads(body)
             if kind == "snapshot":  # a 5.2 report carries its version in a header
                 record["snapshot_version"] = int(self.headers["X-Snapshot-Version"])
+            records = record if isinstance(record, list) else [record]  # session events come a batch per request
             with received.lock:
-                received.items.append((arrived, kind, record))
+                received.items.extend((arrived, kind, r) for r in records)
             answer = REPORT_ANSWER if kind == "snapshot" else b"{}"
             self.send_response(200 if kind == "snapshot" else 202)
             self.send_header("Content-Type", "application/json")
