@@ -18,6 +18,7 @@ from typing import Annotated
 
 from clickhouse_connect.driver.client import Client
 from fastapi import Depends, HTTPException, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -27,6 +28,7 @@ from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
 from core.settings import Settings
 from schemas.base import MAX_ID_LENGTH
+from sinks.queries import Row, latest_thread
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,14 @@ def path_id(description: str) -> object:
 def not_found(what: str) -> HTTPException:
     """The answer for a resource that does not exist and for one the caller may not see: the same, so nothing leaks."""
     return HTTPException(404, f"{what} not found")
+
+
+async def visible_thread(context: ApiContext, caller: Principal, thread_id: str) -> Row:
+    """The thread's latest stored row, when the caller sees its project; else 404, as for an unknown thread."""
+    row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
+    if row is None or not caller.sees(row["project_id"]):
+        raise not_found("thread")
+    return row
 
 
 def refuse_takeover(known: KnownThread | None, project_id: str) -> None:

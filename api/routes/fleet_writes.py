@@ -13,16 +13,14 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Operator, Reader, not_found, path_id
+from api.deps import Context, Operator, Reader, path_id, visible_thread
 from api.responses import errors, record_response
 from schemas import CompactRequested, Conversation, ThresholdPolicy
 from schemas.base import Record
 from schemas.codec import encode_record
-from sinks.queries import latest_thread
 
 router = APIRouter(tags=["fleet"])
 
@@ -98,9 +96,7 @@ async def request_compaction(
     """Roles: user, operator (within the thread's project). A manual compaction request (seed 000 `compact_now`):
     a `compact_requested` session event, which the engine issues as a `compact_now` master action (open until the
     thread's compaction is observed)."""
-    row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
-    if row is None or not caller.sees(row["project_id"]):
-        raise not_found("thread")
+    row = await visible_thread(context, caller, thread_id)
     now = datetime.now(UTC)
     event = CompactRequested(
         thread_id=thread_id,

@@ -14,17 +14,15 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Request, Response
-from fastapi.concurrency import run_in_threadpool
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reader, not_found, path_id
+from api.deps import Context, Reader, path_id, visible_thread
 from api.reads import action_items
 from api.responses import errors, record_response
 from api.views import HandoffRequest
 from schemas import MasterAction, MasterActionCommand, MasterActionCommandKind
 from schemas.base import Id, Record
 from schemas.codec import encode_record
-from sinks.queries import latest_thread
 
 router = APIRouter(tags=["master-actions"])
 
@@ -60,9 +58,7 @@ async def request_handoff(
     (optional body `{"reason": ...}`, passed on as the action's state reason)."""
     raw = await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds)
     body = decode_body(HandoffRequest, raw) if raw.strip() else HandoffRequest()
-    row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
-    if row is None or not caller.sees(row["project_id"]):
-        raise not_found("thread")
+    row = await visible_thread(context, caller, thread_id)
     # the thread book follows thread-state, so it knows of a request the sinks have not written yet
     known = context.kafka.threads.known(thread_id)
     items = known.actions.items if known and known.actions else action_items(row.get("master_action_items") or "[]")
