@@ -115,9 +115,9 @@ class Relay:
         self.woken = asyncio.Event()
         self._taken: set[str] = set()
         self._ready: set[str] = set()
+        """Threads the relay gave a ready package: a new draft would displace it (the engine keeps the newest)."""
         self._projects: dict[str, str] = {}
         """The project of a thread whose actions the API listed (a worker may report threads of several)."""
-        """Threads the relay gave a ready package: a new draft would displace it (the engine keeps the newest)."""
         self._due: dict[str, list[MasterActionItem]] = {}
 
     def take(self, thread_id: str, items: Sequence[MasterActionItem]) -> None:
