@@ -61,11 +61,11 @@ from core.levels import classify_level
 from core.settings import Settings
 from schemas import Conversation, ConversationType, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
-from streams.app import GC_THRESHOLDS
 from streams.batching import InputMessage
 from streams.engine.batch import SLOT_CODEC, SNAPSHOT_CODEC, _decode, process_batch
 from streams.engine.fold import ThreadSlot
 from streams.local_kafka import free_port
+from streams.runtime.app import GC_THRESHOLDS
 from streams.simulator import SimRecord, SimulationConfig, generate, produce
 from streams.topic_admin import ensure_topics
 

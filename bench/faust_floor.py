@@ -3,7 +3,7 @@
     .venv/bin/python bench/faust_floor.py BOOTSTRAP PREFIX RECORDS [stream|tap]
 
 Reads RECORDS records from the prefixed `snapshots`, `session-events` and `handoff-packages` topics the way every fold
-of the worker does (the app of `streams.app`, `take_ahead` batches of the configured size), in a consumer group of
+of the worker does (`streams.runtime.app`, `take_ahead` batches of the configured size), in a consumer group of
 its own, and prints `floor N records/s` from the first batch to the last. `bench/engine_bench.py` runs it as the ceiling
 of any Faust agent, between the raw aiokafka ceiling and the worker.
 
@@ -26,9 +26,9 @@ from collections.abc import AsyncIterator
 import faust
 
 from core.settings import Settings
-from streams.app import Worker, create_app
-from streams.runtime import RAW, Runtime
-from streams.take_ahead import take_ahead
+from streams.runtime.agents import RAW, Runtime
+from streams.runtime.app import Worker, create_app
+from streams.runtime.take_ahead import take_ahead
 
 
 class Tap:

@@ -5,7 +5,7 @@
 Thread states of `--threads` threads spread over `--projects` projects, each update a random walk of one thread's
 budget, as JSON bytes. Baseline: decoding those bytes alone. Measured: decode + the project fold, then the same with
 the table value encoded and decoded as a Faust table with a JSON changelog would; then the topology's whole path in
-batches (`streams.projects.batch`): routing, project and indicator folds with byte tables, every record between them
+batches (`streams.aggregates.batch`): routing, project and indicator folds with byte tables, every record between them
 encoded and decoded as on Kafka, each thread shown by a single_device conversation and each project by a group one.
 """
 
@@ -22,10 +22,10 @@ from core.levels import classify_level
 from core.topics import THREAD_STATE
 from schemas import Codec, Conversation, ConversationType, ThreadState
 from schemas.projects import ProjectState
-from streams.projects.batch import CONVERSATIONS, PROJECT_CODEC
-from streams.projects.config import ProjectsConfig
-from streams.projects.risk import apply_thread_state
-from tests.unit.projects.builders import T0, Topics
+from streams.aggregates.batch import CONVERSATIONS, PROJECT_CODEC
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.risk import apply_thread_state
+from tests.unit.aggregates.builders import T0, Topics
 
 STATE_CODEC = Codec(ThreadState)
 BATCH = 2000

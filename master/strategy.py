@@ -3,7 +3,7 @@ order, and which ready packages to hand to a relay thread. Pure functions of the
 
 Order (8.2 points 1-2): critical threads first, then urgent, then watch (whose level already asks to start preparing
 the package, 4.1); within a level must-finish work first, then the project's own rank order, which already puts an
-uncommitted patch, unrecorded test results and a hardware step in progress first (streams/projects/ranking.py).
+uncommitted patch, unrecorded test results and a hardware step in progress first (streams/aggregates/ranking.py).
 
 A package is consumed into its relay thread once its thread compacted past it: the cycle it prepared is over and the
 relay continues the work. Consuming it earlier would leave the thread without a ready package at its compaction.

@@ -136,7 +136,7 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
     from sinks.clickhouse import connect
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
-    from streams.app import Worker
+    from streams.runtime.app import Worker
     from streams.topic_admin import create, declared_topics, topology_tables
     from streams.topology import build
 

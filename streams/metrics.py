@@ -1,7 +1,7 @@
 """The pipeline's Prometheus metrics, and the small recording functions the wiring calls at a few points.
 
 Everything is registered on prometheus-client's default registry (with its process and GC collectors), served as
-text on `/metrics` by the worker (streams/observability.py) and the API (api/routes/health.py). Rates (records/s,
+on `/metrics` by the worker (streams/runtime/observability.py) and the API (api/routes/health.py). Rates (records/s,
 inserts/s, the estimator's cache hit rate) are left to PromQL over these counters: the dashboards in
 deploy/grafana/ctxbudget.json show the expressions.
 
@@ -37,7 +37,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 ROW_BUCKETS = (1, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000)
 """Rows per insert: ClickHouse's guidance is 10k-100k rows per insert (see Settings.sink_batch_rows)."""
 
-# -- folds (streams/runtime.py) -------------------------------------------------------------------------------------
+# -- folds (streams/runtime/agents.py) ---------------------------------------------------------------------------
 RECORDS_CONSUMED = Counter(
     "ctxbudget_records_consumed", "Input records applied by a fold, by agent and topic.", ["agent", "topic"]
 )

@@ -40,7 +40,7 @@ from schemas import (
     WorkFact,
     WorkFactChanged,
 )
-from streams.projects.batch import CONVERSATIONS
+from streams.aggregates.batch import CONVERSATIONS
 
 RecordKind = Literal["valid", "duplicate", "late", "invalid"]
 

@@ -38,8 +38,8 @@ from sinks.batcher import Batcher, Flush, resume
 from sinks.tables import ROUTES, Route
 from sinks.writer import DEFAULT_BACKOFF, Backoff, planned_ranges, write_flush
 from streams import metrics
-from streams.runtime import OrderedIntake, Runtime, release
-from streams.sequencer import Admit
+from streams.runtime.agents import OrderedIntake, Runtime, release
+from streams.runtime.sequencer import Admit
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,7 +7,7 @@ mermaid` for the README's diagram).
 Each fold's table holds one state per key and is named after its agent (changelog `<group>-<agent>-changelog`).
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
-...); `streams.runtime` holds the one delivery discipline every stateful agent follows; this module only wires each
+...); `streams.runtime.agents` holds the delivery discipline every stateful agent follows; this module only wires each
 declared fold to its functions.
 
 A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
@@ -41,16 +41,8 @@ from core.topics import ALERT_COMMANDS_BY_THREAD
 from schemas import DecodeError, ThresholdPolicy
 from schemas.projection import restore_state
 from sinks.tables import ROUTES
-from streams import metrics, observability
-from streams.app import create_app
-from streams.batching import Emit, InputMessage, dead_letter
-from streams.engine.batch import ALERT_COMMAND_CODEC, SLOT_CODEC, process_batch, tick_all
-from streams.engine.fold import next_deadline
-from streams.policy_table import POLICY_CODEC, PolicyTable
-from streams.projection.batch import Projection, projection_batch
-from streams.projection.config import ProjectionConfig
-from streams.projection.estimator import TokenEstimator
-from streams.projects.batch import (
+from streams import metrics
+from streams.aggregates.batch import (
     INDICATOR_CODEC,
     PROJECT_CODEC,
     ROUTES_CODEC,
@@ -59,8 +51,17 @@ from streams.projects.batch import (
     retire_idle_projects,
     routes_batch,
 )
-from streams.projects.config import ProjectsConfig
-from streams.runtime import RAW, OrderedIntake, Runtime
+from streams.aggregates.config import ProjectsConfig
+from streams.batching import Emit, InputMessage, dead_letter
+from streams.engine.batch import ALERT_COMMAND_CODEC, SLOT_CODEC, process_batch, tick_all
+from streams.engine.fold import next_deadline
+from streams.projection.batch import Projection, projection_batch
+from streams.projection.config import ProjectionConfig
+from streams.projection.estimator import TokenEstimator
+from streams.runtime import observability
+from streams.runtime.agents import RAW, OrderedIntake, Runtime
+from streams.runtime.app import create_app
+from streams.runtime.policy_table import POLICY_CODEC, PolicyTable
 from streams.sink_agents import ClickHouseSink
 
 
@@ -153,7 +154,7 @@ def _policies(
     policies = PolicyTable.register(app, "policies", runtime.settings.topic_partitions, **RAW)
 
     # The policy table is a reader of `policies` like the sinks: the group commits a partition only once both are
-    # past a record (streams/progress.py), through the same ordered intake, so a record the table never applied is
+    # past a record (runtime/progress.py), through the same ordered intake, so a record the table never applied is
     # read again instead of committed past on the sinks' word.
     settings = runtime.settings
     intake = OrderedIntake(runtime, fold.name, [settings.topic(topic)], busy=lambda: False)

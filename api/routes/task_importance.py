@@ -3,7 +3,7 @@
 Roles: user, operator (within the thread's project). The thread must be one the API's thread book knows (the engine's
 `thread-state`), so the importance is set for a project the caller may see; an unknown or invisible thread answers
 404. The record goes onto the compacted `task-importance` topic keyed by thread, which the routing fold folds into
-the thread's project view (`streams.projects.routes.apply_importance`); the topic and the fold's changelog keep it
+the thread's project view (`streams.aggregates.routes.apply_importance`); the topic and the fold's changelog keep it
 across restarts.
 """
 

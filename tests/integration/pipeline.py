@@ -112,7 +112,7 @@ class WorkerProcess:
             CTXBUDGET_DATA_DIR=str(data_dir),
             CTXBUDGET_KAFKA_CACHE_DIR=str(settings.kafka_cache_dir),
             # workers side by side: each API and web server on a free port; a stop that hangs dumps its stacks
-            # (streams.app.Worker) before `stop` gives up on it, so a failing test shows what it waited for
+            # (streams.runtime.app.Worker) before `stop` gives up on it, so a failing test shows what it waited for
             **{
                 "CTXBUDGET_API_PORT": "0",
                 "CTXBUDGET_WORKER_WEB_PORT": str(free_port()),

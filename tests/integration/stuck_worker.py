@@ -17,8 +17,8 @@ from mode import Service
 
 from core.logs import logging_config
 from core.settings import Settings
-from streams import observability
-from streams.app import Worker, create_app
+from streams.runtime import observability
+from streams.runtime.app import Worker, create_app
 
 
 class Stuck(Service):

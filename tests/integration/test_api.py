@@ -52,11 +52,11 @@ from sinks.batcher import Batcher
 from sinks.migrations import migrate
 from sinks.tables import ROUTES
 from sinks.writer import write_batch
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.indicators import conversation_item
+from streams.aggregates.risk import apply_thread_state
+from streams.aggregates.routes import shown_thread
 from streams.engine.fold import apply_handoff, apply_snapshot
-from streams.projects.config import ProjectsConfig
-from streams.projects.indicators import conversation_item
-from streams.projects.risk import apply_thread_state
-from streams.projects.routes import shown_thread
 from streams.topic_admin import ensure_topics
 from tests.samples import HANDOFF_READY, SPEC_CONVERSATION_ITEM, SPEC_REPORT_REQUEST, dumps
 from tests.unit.api.fakes import SECRET, RecordingPublisher, bearer, make_app

@@ -8,7 +8,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from core.settings import Settings
-from streams.produce import produce
+from streams.runtime.produce import produce
 from streams.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.kafka

@@ -23,8 +23,8 @@ from schemas import Conversation, ConversationType, Record, ThreadState
 from schemas.codec import encode_record
 from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, produce
+from tests.unit.aggregates.builders import Pipeline, conversation
 from tests.unit.engine.builders import snapshot
-from tests.unit.projects.builders import Pipeline, conversation
 
 pytestmark = pytest.mark.kafka
 

@@ -1,4 +1,4 @@
-"""A worker runs the cyclic collector less often than Python's defaults (streams.app.collect_less)."""
+"""A worker runs the cyclic collector less often than Python's defaults (streams.runtime.app.collect_less)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
-from streams.app import GC_THRESHOLDS, Worker, create_app
+from streams.runtime.app import GC_THRESHOLDS, Worker, create_app
 
 
 @pytest.fixture

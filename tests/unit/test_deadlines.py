@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from streams.deadlines import DeadlineIndex
+from streams.runtime.deadlines import DeadlineIndex
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 

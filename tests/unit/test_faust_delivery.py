@@ -1,4 +1,4 @@
-"""The fetch loop's hand-off without tasks (streams/faust_delivery.py), on a mode Service like Faust's consumer."""
+"""The fetch loop's hand-off without tasks (streams/runtime/faust_delivery.py), on a Service like Faust's consumer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 
 from mode import Service
 
-from streams import faust_delivery
+from streams.runtime import faust_delivery
 
 
 class Loop(Service):

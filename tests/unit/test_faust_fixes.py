@@ -1,4 +1,4 @@
-"""The commit bookkeeping Faust's consumer is patched with (streams/faust_fixes.py), on its own data structures."""
+"""The commit bookkeeping Faust's consumer is patched with (streams/runtime/faust_fixes.py), on its data structures."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from intervaltree import IntervalTree
 
 from core.settings import Settings
 from core.topics import compacted_topics
-from streams import faust_fixes
-from streams.faust_fixes import _add_gap, _new_offset
+from streams.runtime import faust_fixes
+from streams.runtime.faust_fixes import _add_gap, _new_offset
 
 EVENTS = TP("ctx.snapshots", 0)
 STATES = TP("ctx.thread-state", 0)

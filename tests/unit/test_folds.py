@@ -12,9 +12,9 @@ from core.topics import ALERT_COMMANDS_BY_THREAD, ALERTS, DEADLETTER, THREAD_STA
 from schemas.codec import Codec
 from schemas.projects import ThreadRoutes
 from sinks.tables import ROUTES
-from streams.app import create_app
 from streams.batching import BatchResult, Emit
-from streams.runtime import Runtime, UndeclaredOutput
+from streams.runtime.agents import Runtime, UndeclaredOutput
+from streams.runtime.app import create_app
 from streams.topology import build
 from tests.unit.engine.builders import ack
 

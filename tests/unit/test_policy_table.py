@@ -11,9 +11,9 @@ from faust.types import TP
 from core.settings import Settings
 from schemas import ThresholdPolicy
 from schemas.codec import encode_record
-from streams.app import create_app
-from streams.policy_table import PolicyTable
-from streams.runtime import RAW
+from streams.runtime.agents import RAW
+from streams.runtime.app import create_app
+from streams.runtime.policy_table import PolicyTable
 
 STRICT = ThresholdPolicy(project_id="proj-hw", safe_min_pct=80, watch_min_pct=60, urgent_min_pct=45)
 FLEET = ThresholdPolicy(project_id="*", safe_min_pct=70)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.progress import Progress
+from streams.runtime.progress import Progress
 
 P0, P1 = ("events", 0), ("events", 1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.sequencer import Admit, Sequencer, Survey
+from streams.runtime.sequencer import Admit, Sequencer, Survey
 
 
 def _sequencer(committed: dict[str, int] | None = None, **kwargs: float) -> Sequencer[str]:

@@ -15,8 +15,8 @@ from core.settings import Settings
 from schemas import DeadLetter
 from schemas.codec import encode_record
 from streams.batching import Emit
-from streams.faust_fixes import track_progress
-from streams.runtime import Runtime
+from streams.runtime.agents import Runtime
+from streams.runtime.faust_fixes import track_progress
 from streams.topology import build
 from tests.unit.engine.builders import ack
 

@@ -14,8 +14,8 @@ from api.tokens import Role
 from schemas import Codec
 from schemas.codec import encode_record
 from schemas.projects import TaskImportance
+from tests.unit.aggregates.builders import thread_state
 from tests.unit.api.fakes import PREFIX, RecordingPublisher, bearer, make_app
-from tests.unit.projects.builders import thread_state
 
 USER = bearer(Role.USER, "kris", "proj-001")
 URL = "/api/v1/threads/thread-a/task-importance"

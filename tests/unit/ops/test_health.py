@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Generator
 
 from core.health import RebalanceWatch
-from streams.stacks import task_stacks
+from streams.runtime.stacks import task_stacks
 
 
 def test_a_rebalance_is_stuck_only_once_nothing_advanced_for_the_limit() -> None:

@@ -32,8 +32,8 @@ from streams.metrics import (
     publish_census,
     watch_estimator,
 )
-from streams.observability import worker_readiness
 from streams.projection.estimator import EstimatorStats
+from streams.runtime.observability import worker_readiness
 from tests.unit.engine.builders import at, snapshot
 
 

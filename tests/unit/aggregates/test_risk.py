@@ -6,9 +6,9 @@ import pytest
 
 from schemas import Codec, ProjectContextRiskUpdated, ProjectDetail, WorkFact
 from schemas.projects import ProjectState, ThreadLeft
-from streams.projects import risk
-from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Emit
-from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, at, live, thread_state
+from streams.aggregates import risk
+from streams.aggregates.outputs import CLIENT_EVENTS, PROJECT_RISK, Emit
+from tests.unit.aggregates.builders import CONFIG, VISIBLE_CHANGES, at, live, thread_state
 
 
 class Project:

@@ -5,7 +5,7 @@ and folding it took turns: in an engine worker's trace, each batch waited its wh
 the previous one was published, as long as the fold took to apply it. Here the stream goes on buffering up to `max_`
 events meanwhile, which fill the next batch while this one's outputs await Kafka. Everything else is as Faust's:
 acks are the caller's (the stream's own are off), each yielded event is acknowledged once more after the caller is
-done with it (the fold holds an extra reference for that, streams/runtime.py), and a batch has at most `max_` events.
+done with it (the fold holds an extra reference for that, runtime/agents.py), and a batch has at most `max_` events.
 Events buffered but never yielded (the agent stopped or was restarted by a rebalance) are let go unacknowledged, as
 the fold does with a batch it drops: the commit follows what was applied, and they are delivered again.
 """

@@ -17,11 +17,11 @@ from core import handoff
 from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
 from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadInProject, ThreadLeft
 from schemas.views import ThreadContextSummary
-from streams.projects.config import ProjectsConfig
-from streams.projects.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
-from streams.projects.ranking import next_compaction_risk, rank
-from streams.projects.resolution import seen_values
-from streams.projects.summary import strategy_summary
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.outputs import CLIENT_EVENTS, PROJECT_RISK, Change, Emit, stable_id
+from streams.aggregates.ranking import next_compaction_risk, rank
+from streams.aggregates.resolution import seen_values
+from streams.aggregates.summary import strategy_summary
 
 UNCHANGED: Change[ProjectState] = Change(None)
 

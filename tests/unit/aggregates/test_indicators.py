@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas import ConversationContextIndicatorUpdated, ConversationItem, ConversationType
-from streams.projects.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, PROJECT_RISK
-from streams.projects.resolution import ring_percent
-from tests.unit.projects.builders import Pipeline, conversation, thread_state
+from streams.aggregates.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, PROJECT_RISK
+from streams.aggregates.resolution import ring_percent
+from tests.unit.aggregates.builders import Pipeline, conversation, thread_state
 
 SINGLE, GROUP, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.GROUP, ConversationType.MASTER_AGENT
 

@@ -4,7 +4,7 @@ Level severity (critical first); must-finish work; then, as spec 8.2.2 orders th
 test results, a hardware step in progress; earlier expected compaction (unknown last); higher task importance
 (unknown last); thread id last, so equal threads still have one order whatever order they arrived in.
 
-Percent and expected compaction count at the resolution a reader sees them (`streams.projects.resolution`): a
+Percent and expected compaction count at the resolution a reader sees them (`streams.aggregates.resolution`): a
 forecast seconds earlier than another is a tie, not a reason to reorder the view or to forward a thread's every
 snapshot to its project.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from core.levels import SEVERITY
 from schemas import ContextBudgetLevel, WorkFact
 from schemas.projects import LiveThread
-from streams.projects.resolution import expected_minute, ring_percent
+from streams.aggregates.resolution import expected_minute, ring_percent
 
 TIE_BREAK_FACTS = (
     WorkFact.UNCOMMITTED_PATCH,

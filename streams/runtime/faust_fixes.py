@@ -22,13 +22,13 @@
    rebalance delivers it again), and the rebalance goes on.
 
 4. Faust counts a jump between two records it reads of a partition as a gap left by compaction, and those offsets as
-   acknowledged. After a seek back (streams/sequencer.py rewinds) a record fetched before the seek still arrives
+   acknowledged. After a seek back (streams/runtime/sequencer.py rewinds) a record fetched before the seek still arrives
    behind it, and the jump it makes is no compaction: its offsets were not applied. Such gaps are now kept only for
    compacted topics (`apply(compacted=...)`). And the acknowledged offsets are kept free of repeats: a gap-filled
    offset acknowledged again stalled commits to one offset per commit interval.
 
 5. For the topics our agents read through `streams.runtime.OrderedIntake`, the commit is not counted from
-   acknowledgements at all but from the positions each reader reports (`streams.progress`); `track_progress`
+   acknowledgements at all but from the positions each reader reports (`streams.runtime.progress`); `track_progress`
    attaches that to an app (a hole the sequencer gives up on is then passed by its report, no gap needed).
    Acknowledgements still end Faust's wait for in-flight records before a rebalance.
 """
@@ -46,7 +46,7 @@ from faust.transport.consumer import Consumer
 from faust.types import TP, Message
 from faust.utils.functional import consecutive_numbers
 
-from streams.progress import Progress
+from streams.runtime.progress import Progress
 
 _upstream_ack = Consumer.ack
 _upstream_pending = Consumer._filter_tps_with_pending_acks

@@ -7,20 +7,20 @@ outputs are `core.folds`'; an emit to a topic its fold does not declare is refus
    held by one extra reference, because the batching acknowledges a batch in a `finally` even when the agent is
    cancelled mid-batch (rebalance, shutdown).
 2. Nothing is applied while a rebalance is under way: the seek that ends it delivers those records again.
-3. A `Sequencer` admits each partition's records in offset order from the committed offset (streams/sequencer.py),
+3. A `Sequencer` admits each partition's records in offset order from the committed offset (runtime/sequencer.py),
    and a timer rewinds a partition with a gap, or one that owes records and has stopped advancing (Faust drops
    fetched records in a few places without seeking back).
 4. The pure batch function folds them. Its outputs are sent and confirmed by Kafka, then the changed states' changelog
    records, then the states are written to the table, and only then does the agent report its position to the commit
-   (streams/progress.py: the group commits, per partition, the lowest position of the agents reading it). A crash
+   (runtime/progress.py: the group commits, per partition, the lowest position of the agents reading it). A crash
    anywhere in between replays the batch: outputs repeat under the same ids, nothing is lost. (The other order could
    persist a state whose outputs never left; its replay would then emit nothing.)
 5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
    the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka. With a
-   `wake` function it folds only the states whose next deadline has passed (streams/deadlines.py), not all of them.
+   `wake` function it folds only the states whose next deadline has passed (runtime/deadlines.py), not all of them.
 
 Tables are keyed like their input topics (same bytes, same partitioner), so each changelog record goes to the
-partition that owns its key (`streams.produce`); that is what lets batches and timers write outside per-event
+partition that owns its key (`streams.runtime.produce`); that is what lets batches and timers write outside per-event
 iteration.
 
 Steps 1-3 are `OrderedIntake` (its `run` adds step 4's order for the keyed folds and the policy table), shared
@@ -44,12 +44,13 @@ from core.folds import Fold
 from core.settings import Settings
 from core.topics import compacted_topics
 from schemas.codec import encode_record
-from streams import faust_fixes, metrics
+from streams import metrics
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
-from streams.deadlines import DeadlineIndex
-from streams.produce import partition_of, produce
-from streams.sequencer import Admit, Sequencer, Survey
-from streams.take_ahead import take_ahead
+from streams.runtime import faust_fixes
+from streams.runtime.deadlines import DeadlineIndex
+from streams.runtime.produce import partition_of, produce
+from streams.runtime.sequencer import Admit, Sequencer, Survey
+from streams.runtime.take_ahead import take_ahead
 
 S = TypeVar("S")
 SURVEY_RECORDS = 5000

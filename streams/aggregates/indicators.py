@@ -24,7 +24,7 @@ from schemas import (
     ConversationType,
 )
 from schemas.projects import ConversationIndicatorState, ConversationLink, ConversationRelay, ShownThread
-from streams.projects.outputs import (
+from streams.aggregates.outputs import (
     CLIENT_EVENTS,
     CONVERSATION_INDICATORS,
     CONVERSATION_LINKS,
@@ -33,7 +33,7 @@ from streams.projects.outputs import (
     Emit,
     stable_id,
 )
-from streams.projects.resolution import ring_percent
+from streams.aggregates.resolution import ring_percent
 
 NEWS_FIELDS = tuple(name for name in ConversationItem.model_fields if name != "context_budget_updated_at")
 UNCHANGED: Change[ConversationIndicatorState] = Change(None)

@@ -27,10 +27,10 @@ from schemas.projects import (
     ThreadLeft,
     ThreadRoutes,
 )
-from streams.projects.config import ProjectsConfig
-from streams.projects.outputs import CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Change, ConversationThread, Emit
-from streams.projects.resolution import ring_percent, seen_values
-from streams.projects.risk import live_thread
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.outputs import CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Change, ConversationThread, Emit
+from streams.aggregates.resolution import ring_percent, seen_values
+from streams.aggregates.risk import live_thread
 
 UNCHANGED: Change[ThreadRoutes] = Change(None)
 

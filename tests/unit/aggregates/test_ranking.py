@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from schemas import WorkFact
 from schemas.projects import LiveThread
-from streams.projects.ranking import healthiest, next_compaction_risk, precedes, rank
-from tests.unit.projects.builders import live
+from streams.aggregates.ranking import healthiest, next_compaction_risk, precedes, rank
+from tests.unit.aggregates.builders import live
 
 threads = st.builds(
     live,

@@ -4,9 +4,9 @@ whether it arrives before or after the thread's state, and the newest setting wi
 from __future__ import annotations
 
 from schemas import ProjectDetail
-from streams.projects.batch import TASK_IMPORTANCE
-from streams.projects.outputs import PROJECT_RISK
-from tests.unit.projects.builders import T0, Pipeline, Topics, importance, thread_state
+from streams.aggregates.batch import TASK_IMPORTANCE
+from streams.aggregates.outputs import PROJECT_RISK
+from tests.unit.aggregates.builders import T0, Pipeline, Topics, importance, thread_state
 
 
 def _order(pipeline: Pipeline) -> list[str]:

@@ -25,7 +25,7 @@ from faust.web import Request, Response, View
 from core.health import ClickHouseProbe, KafkaProbe, Readiness, RebalanceWatch, metrics_text
 from core.settings import Settings
 from streams.metrics import observe_lag, partition_lag
-from streams.stacks import task_stacks
+from streams.runtime.stacks import task_stacks
 
 LAG_SAMPLE_SECONDS = 5.0
 REBALANCE_WATCH_SECONDS = 5.0

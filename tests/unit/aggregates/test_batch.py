@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from core.topics import THREAD_STATE
 from schemas import Conversation, ConversationType, DeadLetter, Record, ThreadState
+from streams.aggregates.batch import CONVERSATIONS
+from streams.aggregates.outputs import CONVERSATION_INDICATORS, PROJECT_RISK
 from streams.batching import DEADLETTER
-from streams.projects.batch import CONVERSATIONS
-from streams.projects.outputs import CONVERSATION_INDICATORS, PROJECT_RISK
-from tests.unit.projects.builders import CONFIG, Pipeline, Topics, at, conversation, thread_state
+from tests.unit.aggregates.builders import CONFIG, Pipeline, Topics, at, conversation, thread_state
 
 NOW = at(60)
 SINGLE, GROUP, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.GROUP, ConversationType.MASTER_AGENT

@@ -12,23 +12,23 @@ from core.topics import THREAD_STATE
 from schemas import ConversationType, Record
 from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ShownThread, ThreadInProject, ThreadLeft
-from streams.batching import BatchResult, InputMessage
-from streams.projects import risk, routes
-from streams.projects.batch import (
+from streams.aggregates import risk, routes
+from streams.aggregates.batch import (
     CONVERSATIONS,
     indicators_batch,
     projects_batch,
     retire_idle_projects,
     routes_batch,
 )
-from streams.projects.outputs import (
+from streams.aggregates.outputs import (
     CLIENT_EVENTS,
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
     THREAD_STATE_BY_PROJECT,
     ConversationThread,
 )
-from tests.unit.projects.builders import CONFIG, PREFIX, at, conversation, thread_state
+from streams.batching import BatchResult, InputMessage
+from tests.unit.aggregates.builders import CONFIG, PREFIX, at, conversation, thread_state
 
 LATER = CONFIG.retire_after + timedelta(hours=1)
 """How much later the replay runs: past the retirement horizon of every input, as after a long outage."""

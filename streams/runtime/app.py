@@ -15,8 +15,8 @@ import faust
 
 from core.settings import Settings
 from core.topics import MAX_MESSAGE_BYTES, compacted_topics
-from streams import faust_delivery, faust_fixes
-from streams.stacks import task_stacks
+from streams.runtime import faust_delivery, faust_fixes
+from streams.runtime.stacks import task_stacks
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -39,7 +39,7 @@ def create_app(settings: Settings) -> faust.App:
         # Faust's 60 s default makes every group join slow on one broker; 10 s still tolerates a GC pause.
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
-        # /healthz, /readyz and /metrics (streams/observability.py) on Faust's own web server.
+        # /healthz, /readyz and /metrics (streams/runtime/observability.py) on Faust's own web server.
         web_enabled=settings.worker_web_port is not None,
         web_port=settings.worker_web_port or 6066,
         web_bind=settings.worker_web_bind,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from schemas import Conversation, ConversationType, HandoffPackage, PackageStatus
-from streams.projects.batch import HANDOFF_PACKAGES
-from streams.projects.outputs import CONVERSATION_INDICATORS, CONVERSATIONS
-from tests.unit.projects.builders import T0, Pipeline, Topics, at, conversation, thread_state
+from streams.aggregates.batch import HANDOFF_PACKAGES
+from streams.aggregates.outputs import CONVERSATION_INDICATORS, CONVERSATIONS
+from tests.unit.aggregates.builders import T0, Pipeline, Topics, at, conversation, thread_state
 
 SINGLE, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.MASTER_AGENT
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from schemas import ContextBudgetLevel
 from schemas.projects import LiveThread
-from streams.projects.ranking import TIE_BREAK_FACTS, healthiest
-from streams.projects.resolution import expected_minute, ring_percent
+from streams.aggregates.ranking import TIE_BREAK_FACTS, healthiest
+from streams.aggregates.resolution import expected_minute, ring_percent
 
 LEVELS_MOST_SEVERE_FIRST = (
     ContextBudgetLevel.CRITICAL,

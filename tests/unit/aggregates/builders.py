@@ -24,9 +24,8 @@ from schemas.projects import (
 )
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
-from streams.batching import BatchResult, DecodedStates, InputMessage
-from streams.projects import indicators, risk, routes
-from streams.projects.batch import (
+from streams.aggregates import indicators, risk, routes
+from streams.aggregates.batch import (
     INDICATOR_CODEC,
     PROJECT_CODEC,
     ROUTES_CODEC,
@@ -35,14 +34,15 @@ from streams.projects.batch import (
     retire_idle_projects,
     routes_batch,
 )
-from streams.projects.config import ProjectsConfig
-from streams.projects.outputs import (
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.outputs import (
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
     THREAD_STATE_BY_PROJECT,
     Change,
     Emit,
 )
+from streams.batching import BatchResult, DecodedStates, InputMessage
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 CONFIG = ProjectsConfig()

@@ -5,7 +5,7 @@
     conversations + conversation-threads [conversation_id] -> indicators_batch -> ConversationIndicatorState
 
 Each is the pure fold of `routes`, `risk` or `indicators` behind one decoder per input topic; the records on the
-internal topics feed the next fold through Kafka, as `tests/unit/projects/builders.Pipeline` feeds them in memory.
+internal topics feed the next fold through Kafka, as `tests/unit/aggregates/builders.Pipeline` feeds them in memory.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from schemas.projects import (
     TaskImportance,
     ThreadRoutes,
 )
-from streams.batching import DEADLETTER, BatchResult, InputMessage, fold_records
-from streams.projects import indicators, risk, routes
-from streams.projects.config import ProjectsConfig
-from streams.projects.outputs import (
+from streams.aggregates import indicators, risk, routes
+from streams.aggregates.config import ProjectsConfig
+from streams.aggregates.outputs import (
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
     CONVERSATIONS,
@@ -35,6 +34,7 @@ from streams.projects.outputs import (
     Change,
     ConversationThread,
 )
+from streams.batching import DEADLETTER, BatchResult, InputMessage, fold_records
 
 ROUTES_CODEC = Codec(ThreadRoutes)
 PROJECT_CODEC = Codec(ProjectState)

@@ -8,9 +8,9 @@ import pytest
 from schemas import Codec, ThreadState, WorkFact
 from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ProjectInput, ThreadInProject, ThreadLeft, ThreadRoutes
-from streams.projects import risk, routes
-from streams.projects.outputs import CONVERSATION_THREADS, PROJECT_RISK, THREAD_STATE_BY_PROJECT, Emit
-from tests.unit.projects.builders import CONFIG, VISIBLE_CHANGES, Pipeline, at, thread_state
+from streams.aggregates import risk, routes
+from streams.aggregates.outputs import CONVERSATION_THREADS, PROJECT_RISK, THREAD_STATE_BY_PROJECT, Emit
+from tests.unit.aggregates.builders import CONFIG, VISIBLE_CHANGES, Pipeline, at, thread_state
 
 REFRESH = CONFIG.refresh_after.total_seconds()
 BASE = {"pct": 52.9, "expected_at": 600}
