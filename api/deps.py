@@ -27,7 +27,9 @@ from api.settings import ApiSettings
 from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
 from core.settings import Settings
+from schemas import Record
 from schemas.base import MAX_ID_LENGTH
+from schemas.codec import encode_record
 from sinks.queries import Row, latest_thread
 
 
@@ -38,6 +40,11 @@ class ApiContext:
     secret: bytes
     clickhouse: Client
     kafka: KafkaServices
+
+    async def publish(self, topic: str, key: str, record: Record) -> None:
+        """Write `record` to the (unprefixed) `topic` under `key`; returns once Kafka acknowledged it (see
+        api/publisher.py), so a route answers success only for a record durably written."""
+        await self.kafka.publisher.publish(self.settings.topic(topic), key.encode(), encode_record(record))
 
 
 async def api_context(request: Request) -> ApiContext:

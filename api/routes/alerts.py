@@ -12,8 +12,8 @@ from api import reads
 from api.deps import Context, Reader, not_found, path_id
 from api.responses import errors, record_response
 from api.views import AlertAckAccepted
+from core.topics import ALERT_COMMANDS
 from schemas import AlertCommand, AlertCommandKind
-from schemas.codec import encode_record
 
 router = APIRouter(tags=["alerts"])
 
@@ -36,6 +36,5 @@ async def ack_alert(alert_id: Annotated[str, path_id("The alert.")], context: Co
         issued_by=caller.subject,
         issued_at=datetime.now(UTC),
     )
-    topic = context.settings.topic("alert-commands")
-    await context.kafka.publisher.publish(topic, alert_id.encode(), encode_record(command))
+    await context.publish(ALERT_COMMANDS, alert_id, command)
     return record_response(AlertAckAccepted(accepted=True, alert_id=alert_id), 202)

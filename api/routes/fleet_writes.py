@@ -18,9 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Operator, Reader, path_id, visible_thread
 from api.responses import errors, record_response
+from core.topics import CONVERSATIONS, POLICIES, SESSION_EVENTS
 from schemas import CompactRequested, Conversation, ThresholdPolicy
 from schemas.base import Record
-from schemas.codec import encode_record
 
 router = APIRouter(tags=["fleet"])
 
@@ -45,7 +45,7 @@ def _path_matches(field: str, body_value: str, path_value: str) -> None:
 
 
 async def _publish(context: Context, topic: str, key: str, record: Record) -> Response:
-    await context.kafka.publisher.publish(context.settings.topic(topic), key.encode(), encode_record(record))
+    await context.publish(topic, key, record)
     return record_response(WriteAccepted(accepted=True, topic=topic, key=key), 202)
 
 
@@ -62,7 +62,7 @@ async def put_conversation(
     """Roles: operator. Register or update a home-list conversation and the thread(s) it shows (spec 6.1, 7.3)."""
     conversation = decode_body(Conversation, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds))
     _path_matches("conversation_id", conversation.conversation_id, conversation_id)
-    return await _publish(context, "conversations", conversation_id, conversation)
+    return await _publish(context, CONVERSATIONS, conversation_id, conversation)
 
 
 @router.put(
@@ -81,7 +81,7 @@ async def put_threshold_policy(
     """Roles: operator. The project's level thresholds (spec 4); the engine classifies with it from then on."""
     policy = decode_body(ThresholdPolicy, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds))
     _path_matches("project_id", policy.project_id, project_id)
-    return await _publish(context, "policies", project_id, policy)
+    return await _publish(context, POLICIES, project_id, policy)
 
 
 @router.post(
@@ -105,4 +105,4 @@ async def request_compaction(
         project_id=row["project_id"],
         requested_by=caller.subject,
     )
-    return await _publish(context, "session-events", thread_id, event)
+    return await _publish(context, SESSION_EVENTS, thread_id, event)

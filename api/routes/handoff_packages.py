@@ -23,9 +23,9 @@ from api.deps import Context, Reader, ThreadReader, not_found, path_id, reports_
 from api.responses import errors, record_response
 from api.tokens import Principal
 from api.views import ConsumeRequest
+from core.topics import HANDOFF_PACKAGES
 from schemas import HandoffPackage, PackageStatus
 from schemas.base import Record
-from schemas.codec import encode_record
 
 router = APIRouter(tags=["handoff-packages"])
 
@@ -95,8 +95,7 @@ async def consume_handoff_package(
             "consumed_at": max(datetime.now(UTC), package.created_at),
         }
     )
-    topic = context.settings.topic("handoff-packages")
-    await context.kafka.publisher.publish(topic, consumed.from_thread_id.encode(), encode_record(consumed))
+    await context.publish(HANDOFF_PACKAGES, consumed.from_thread_id, consumed)
     return record_response(consumed, 202)
 
 

@@ -20,9 +20,9 @@ from api.deps import Context, Reader, path_id, visible_thread
 from api.reads import action_items
 from api.responses import errors, record_response
 from api.views import HandoffRequest
+from core.topics import MASTER_ACTION_COMMANDS
 from schemas import MasterAction, MasterActionCommand, MasterActionCommandKind
 from schemas.base import Id, Record
-from schemas.codec import encode_record
 
 router = APIRouter(tags=["master-actions"])
 
@@ -77,7 +77,6 @@ async def request_handoff(
         issued_at=datetime.now(UTC),
         note=body.reason,
     )
-    topic = context.settings.topic("master-action-commands")
-    await context.kafka.publisher.publish(topic, thread_id.encode(), encode_record(command))
+    await context.publish(MASTER_ACTION_COMMANDS, thread_id, command)
     answer = HandoffRequestAccepted(accepted=True, thread_id=thread_id, action_id=command.action_id, requested=True)
     return record_response(answer, 202)

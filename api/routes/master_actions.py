@@ -21,9 +21,9 @@ from api import action_reads
 from api.deps import ID_PATTERN, Context, not_found, path_id, require
 from api.responses import errors, record_response
 from api.tokens import Principal, Role
+from core.topics import MASTER_ACTION_COMMANDS
 from schemas import MasterActionCommand, MasterActionCommandKind, MasterActionRecord, MasterActionState
 from schemas.base import MAX_ID_LENGTH, Record
-from schemas.codec import encode_record
 from schemas.master_actions import OPEN_ACTION_STATES
 from sinks.queries import Row
 
@@ -106,8 +106,7 @@ async def _command(context: Context, caller: Principal, action_id: str, kind: Ma
         issued_by=caller.subject,
         issued_at=datetime.now(UTC),
     )
-    topic = context.settings.topic("master-action-commands")
-    await context.kafka.publisher.publish(topic, command.thread_id.encode(), encode_record(command))
+    await context.publish(MASTER_ACTION_COMMANDS, command.thread_id, command)
     return record_response(MasterActionCommandAccepted(accepted=True, action_id=action_id, command=kind), 202)
 
 

@@ -18,7 +18,7 @@ from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reader, not_found, path_id
 from api.responses import errors, record_response
 from api.views import TaskImportanceRequest
-from schemas.codec import encode_record
+from core.topics import TASK_IMPORTANCE
 from schemas.projects import TaskImportance
 
 router = APIRouter(tags=["fleet"])
@@ -54,6 +54,5 @@ async def put_task_importance(
         set_by=caller.subject,
         set_at=datetime.now(UTC),
     )
-    topic = context.settings.topic("task-importance")
-    await context.kafka.publisher.publish(topic, thread_id.encode(), encode_record(record))
+    await context.publish(TASK_IMPORTANCE, thread_id, record)
     return record_response(record, 202)

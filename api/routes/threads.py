@@ -16,8 +16,8 @@ from api.read_models import thread_detail
 from api.responses import errors, record_response
 from api.tokens import Principal, Role
 from api.views import MAX_RECENT_COMPACTIONS, HandoffPackageAccepted, ThreadContextDetail
+from core.topics import HANDOFF_PACKAGES
 from schemas import HandoffPackage
-from schemas.codec import encode_record
 from sinks.queries import latest_thread
 
 router = APIRouter(tags=["threads"])
@@ -74,8 +74,7 @@ async def post_handoff_package(thread_id: ThreadId, request: Request, context: C
     outcome = package_outcome(known.handoff if known else None, package)
     if not outcome.kept:
         raise HTTPException(409, f"the engine would drop this package: {outcome.reason}")
-    topic = context.settings.topic("handoff-packages")
-    await context.kafka.publisher.publish(topic, package.from_thread_id.encode(), encode_record(package))
+    await context.publish(HANDOFF_PACKAGES, package.from_thread_id, package)
     answer = HandoffPackageAccepted(
         accepted=True,
         handoff_package_id=package.handoff_package_id,
