@@ -116,12 +116,25 @@ def not_found(what: str) -> HTTPException:
     return HTTPException(404, f"{what} not found")
 
 
-async def visible_thread(context: ApiContext, caller: Principal, thread_id: str) -> Row:
-    """The thread's latest stored row, when the caller sees its project; else 404, as for an unknown thread."""
-    row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
-    if row is None or not caller.sees(row["project_id"]):
+@dataclass(frozen=True)
+class VisibleThread:
+    project_id: str
+    known: KnownThread | None
+    """The thread book's entry: it follows `thread-state`, so it knows a thread (and its open actions) before the
+    sinks have written them."""
+    row: Row | None
+    """The latest stored row, read only when the book does not know the thread (an API that has not caught up)."""
+
+
+async def visible_thread(context: ApiContext, caller: Principal, thread_id: str) -> VisibleThread:
+    """The thread, when the caller sees its project; else 404, as for an unknown thread. Every route that writes
+    for a thread finds it here."""
+    known = context.kafka.threads.known(thread_id)
+    row = None if known is not None else await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
+    project_id = known.project_id if known is not None else row["project_id"] if row is not None else None
+    if project_id is None or not caller.sees(project_id):
         raise not_found("thread")
-    return row
+    return VisibleThread(project_id, known, row)
 
 
 def refuse_takeover(known: KnownThread | None, project_id: str) -> None:

@@ -96,13 +96,13 @@ async def request_compaction(
     """Roles: user, operator (within the thread's project). A manual compaction request (seed 000 `compact_now`):
     a `compact_requested` session event, which the engine issues as a `compact_now` master action (open until the
     thread's compaction is observed)."""
-    row = await visible_thread(context, caller, thread_id)
+    thread = await visible_thread(context, caller, thread_id)
     now = datetime.now(UTC)
     event = CompactRequested(
         thread_id=thread_id,
         event_id="compact-request-" + _digest(thread_id, caller.subject, now.isoformat()),
         occurred_at=now,
-        project_id=row["project_id"],
+        project_id=thread.project_id,
         requested_by=caller.subject,
     )
     return await _publish(context, SESSION_EVENTS, thread_id, event)

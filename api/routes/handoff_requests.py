@@ -58,10 +58,11 @@ async def request_handoff(
     (optional body `{"reason": ...}`, passed on as the action's state reason)."""
     raw = await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds)
     body = decode_body(HandoffRequest, raw) if raw.strip() else HandoffRequest()
-    row = await visible_thread(context, caller, thread_id)
-    # the thread book follows thread-state, so it knows of a request the sinks have not written yet
-    known = context.kafka.threads.known(thread_id)
-    items = known.actions.items if known and known.actions else action_items(row.get("master_action_items") or "[]")
+    thread = await visible_thread(context, caller, thread_id)
+    if thread.known is not None:
+        items = thread.known.actions.items if thread.known.actions else []
+    else:
+        items = action_items((thread.row or {}).get("master_action_items") or "[]")
     already = next((i for i in items if i.action is MasterAction.PREPARE_HANDOFF and i.open), None)
     if already is not None:
         answer = HandoffRequestAccepted(

@@ -1,10 +1,10 @@
 """`PUT /api/v1/threads/{thread_id}/task-importance`: the importance of a thread's task (spec 8.1 ranks by it).
 
-Roles: user, operator (within the thread's project). The thread must be one the API's thread book knows (the engine's
-`thread-state`), so the importance is set for a project the caller may see; an unknown or invisible thread answers
-404. The record goes onto the compacted `task-importance` topic keyed by thread, which the routing fold folds into
-the thread's project view (`streams.aggregates.routes.apply_importance`); the topic and the fold's changelog keep it
-across restarts.
+Roles: user, operator (within the thread's project). The thread must be one the API knows
+(`api.deps.visible_thread`: the thread book, else the stored row), so the importance is set for a project the caller
+may see; an unknown or invisible thread answers 404. The record goes onto the compacted `task-importance` topic keyed
+by thread, which the engine's routing folds into the thread's project view
+(`streams.aggregates.routes.apply_importance`); the topic and the fold's changelog keep it across restarts.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reader, not_found, path_id
+from api.deps import Context, Reader, path_id, visible_thread
 from api.responses import errors, record_response
 from api.views import TaskImportanceRequest
 from core.topics import TASK_IMPORTANCE
@@ -44,12 +44,10 @@ async def put_task_importance(
     body = decode_body(
         TaskImportanceRequest, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds)
     )
-    known = context.kafka.threads.known(thread_id)
-    if known is None or not caller.sees(known.project_id):
-        raise not_found("thread")
+    thread = await visible_thread(context, caller, thread_id)
     record = TaskImportance(
         thread_id=thread_id,
-        project_id=known.project_id,
+        project_id=thread.project_id,
         task_importance=body.task_importance,
         set_by=caller.subject,
         set_at=datetime.now(UTC),

@@ -15,7 +15,7 @@ from schemas import Codec
 from schemas.codec import encode_record
 from schemas.projects import TaskImportance
 from tests.unit.aggregates.builders import thread_state
-from tests.unit.api.fakes import PREFIX, RecordingPublisher, bearer, make_app
+from tests.unit.api.fakes import PREFIX, EmptyDatabase, RecordingPublisher, bearer, make_app
 
 USER = bearer(Role.USER, "kris", "proj-001")
 URL = "/api/v1/threads/thread-a/task-importance"
@@ -49,12 +49,15 @@ def test_a_user_sets_the_importance_of_a_thread_of_its_project(client, publisher
     assert answer.json()["set_at"] == record.model_dump(mode="json")["set_at"]
 
 
-@pytest.mark.parametrize(
-    "headers", [bearer(Role.USER, "other", "proj-002"), USER], ids=["another project", "unknown thread"]
-)
-def test_a_thread_the_caller_cannot_see_is_404(client, publisher, headers) -> None:
-    url = URL if headers is not USER else "/api/v1/threads/thread-unknown/task-importance"
-    answer = client.put(url, json={"task_importance": 1}, headers=headers)
+def test_a_thread_of_another_project_is_404(client, publisher) -> None:
+    answer = client.put(URL, json={"task_importance": 1}, headers=bearer(Role.USER, "other", "proj-002"))
+    assert answer.status_code == 404
+    assert publisher.sent == []
+
+
+def test_a_thread_neither_the_book_nor_the_database_knows_is_404(tmp_path, publisher) -> None:
+    with TestClient(make_app(tmp_path, publisher, clickhouse=EmptyDatabase())) as client:
+        answer = client.put("/api/v1/threads/thread-unknown/task-importance", json={"task_importance": 1}, headers=USER)
     assert answer.status_code == 404
     assert publisher.sent == []
 
