@@ -99,7 +99,7 @@ def render(report: StatusReport) -> Group:
 def consumed_topics(settings: Settings) -> set[str]:
     """The topics the group of `settings.roles` reads: its agents' (the topology, built, never started) and, with the
     sinks role, the sinks' routes (their agent is registered only with a ClickHouse client)."""
-    from streams.topology import build
+    from streams.runtime.worker import build
 
     topics = {topic for agent in build(settings).agents.values() for topic in agent.channel.topics}
     if "sinks" in settings.roles:

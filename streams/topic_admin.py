@@ -55,7 +55,7 @@ def declared_topics(settings: Settings, tables: Iterable[str]) -> list[TopicShap
 
 def topology_tables(settings: Settings) -> list[str]:
     """The table names the worker registers, read from the topology itself (built, never started)."""
-    from streams.topology import build
+    from streams.runtime.worker import build
 
     return list(build(settings).tables)
 

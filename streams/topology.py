@@ -7,8 +7,10 @@ mermaid` for the README's diagram).
 Each fold's table holds one state per key and is named after its agent (changelog `<group>-<agent>-changelog`).
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a
 thread, in order, and is the only writer of its state. The domain logic lives in pure functions (`streams.engine`,
-...); `streams.runtime.agents` holds the delivery discipline every stateful agent follows; this module only wires each
-declared fold to its functions.
+...); `streams.runtime` holds the delivery discipline every fold follows; this module only wires each
+declared fold to its functions, against the runtime interface (`streams.runtime.protocol.FoldRuntime`): it knows
+nothing of Faust, so the in-memory runtime (`streams.runtime.memory`) runs this very declaration in tests and
+benchmarks, and `streams.runtime.worker.build` runs it in a worker.
 
 A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
 each role set in a consumer group of its own, with its own table changelogs (`Settings.faust_app_id`).
@@ -16,10 +18,8 @@ each role set in a consumer group of its own, with its own table changelogs (`Se
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import faust
 from clickhouse_connect.driver.client import Client
 
 from core.engine_config import EngineConfig
@@ -32,13 +32,10 @@ from core.folds import (
     PROJECTS_FOLD,
     ROUTES_FOLD,
     SINKS_FOLD,
-    Fold,
 )
-from core.health import ClickHouseProbe
 from core.profiles import ProfileSet
 from core.settings import Settings
-from core.topics import ALERT_COMMANDS_BY_THREAD
-from schemas import DecodeError, ThresholdPolicy
+from schemas import Codec, ThresholdPolicy
 from schemas.projection import restore_state
 from sinks.tables import ROUTES
 from streams import metrics
@@ -52,17 +49,16 @@ from streams.aggregates.batch import (
     routes_batch,
 )
 from streams.aggregates.config import ProjectsConfig
-from streams.batching import Emit, InputMessage, dead_letter
-from streams.engine.batch import ALERT_COMMAND_CODEC, SLOT_CODEC, process_batch, tick_all
+from streams.engine.alert_commands import route_alert_commands
+from streams.engine.batch import SLOT_CODEC, process_batch, tick_all
 from streams.engine.fold import next_deadline
 from streams.projection.batch import Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.runtime import observability
-from streams.runtime.agents import RAW, OrderedIntake, Runtime
-from streams.runtime.app import create_app
-from streams.runtime.policy_table import POLICY_CODEC, PolicyTable
-from streams.sink_agents import ClickHouseSink
+from streams.runtime.protocol import FoldRuntime
+from streams.sink_agents import ClickHouseWriter
+
+POLICY_CODEC = Codec(ThresholdPolicy)
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -74,19 +70,16 @@ def engine_config(settings: Settings) -> EngineConfig:
     )
 
 
-def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
-    """The worker's app with the agents of `settings.roles`; with a `clickhouse` client (owned by the worker) the
-    sinks write every route into it."""
-    app = create_app(settings)
-    runtime = Runtime(app, settings)
-    observability.install(app, settings, ClickHouseProbe.of(clickhouse) if clickhouse is not None else None)
+def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = None) -> None:
+    """Declare the folds of `settings.roles` on `runtime` (the Faust one, `streams.runtime.worker.build`, or the
+    in-memory one); with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
     prefix = settings.topic_prefix
-
-    async def send_dead_letter(fold: Fold, message: InputMessage, error: DecodeError) -> None:
-        await runtime.emit(fold, [dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix)])
-
     roles = settings.roles
-    lookup_policy = _policies(app, runtime, send_dead_letter) if roles & {"engine", "projection"} else None
+    lookup_policy = (
+        runtime.global_table(POLICIES_FOLD, POLICY_CODEC.decode, key_of=lambda policy: policy.project_id)
+        if roles & {"engine", "projection"}
+        else None
+    )
 
     # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
     if "projection" in roles:
@@ -102,7 +95,9 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
     # -- the thread budget engine; acks re-keyed by the thread that owns the alert, so the engine sees them in order --
     if "engine" in roles:
         assert lookup_policy is not None
-        _route_alert_commands(app, runtime, send_dead_letter)
+        runtime.stateless_fold(
+            ALERT_COMMANDS_FOLD, batch=lambda messages, now: route_alert_commands(messages, now, prefix)
+        )
         config = engine_config(settings)
         runtime.keyed_fold(
             ENGINE_FOLD,
@@ -134,70 +129,8 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
         )
 
     # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
-    if "sinks" in roles and clickhouse is not None:
+    if "sinks" in roles:
         routes = {topic: ROUTES[topic] for topic in SINKS_FOLD.inputs}
-        ClickHouseSink(runtime, clickhouse, SINKS_FOLD.name, routes, backoff=metrics.CountedBackoff())
-
-    return app
-
-
-DeadLetter = Callable[[Fold, InputMessage, DecodeError], Awaitable[None]]
-
-
-def _policies(
-    app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter
-) -> Callable[[str], ThresholdPolicy | None]:
-    """Policies, validated, then everywhere through a global table; returns the lookup by project id (a plain map
-    of the decoded policies the table holds)."""
-    fold = POLICIES_FOLD
-    (topic,) = fold.inputs
-    policies = PolicyTable.register(app, "policies", runtime.settings.topic_partitions, **RAW)
-
-    # The policy table is a reader of `policies` like the sinks: the group commits a partition only once both are
-    # past a record (runtime/progress.py), through the same ordered intake, so a record the table never applied is
-    # read again instead of committed past on the sinks' word.
-    settings = runtime.settings
-    intake = OrderedIntake(runtime, fold.name, [settings.topic(topic)], busy=lambda: False)
-
-    async def apply(events: list[faust.EventT]) -> None:
-        valid: dict[bytes, bytes] = {}
-        for event in events:
-            message = runtime.message(event)
-            try:
-                policy = POLICY_CODEC.decode(message.value)
-                if message.key != policy.project_id.encode():
-                    raise DecodeError("key_mismatch", f"key {message.key!r} is not project {policy.project_id!r}")
-            except DecodeError as error:
-                await send_dead_letter(fold, message, error)
-                continue
-            assert message.value is not None  # a tombstone does not decode
-            valid[policy.project_id.encode()] = message.value
-        # The table's store changes once its changelog records are in Kafka (as for the keyed folds' tables).
-        changelog = policies.changelog_topic.get_topic_name()
-        await runtime.produce((changelog, key, value) for key, value in valid.items())
-        for key, value in valid.items():
-            policies.put(key, value)
-
-    @app.agent(runtime.topic(topic), name=fold.name)
-    async def load_policies(stream: faust.StreamT) -> None:
-        async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
-            await intake.run(stream, events, apply)
-
-    return policies.mirror.get
-
-
-def _route_alert_commands(app: faust.App, runtime: Runtime, send_dead_letter: DeadLetter) -> None:
-    """Acks re-keyed by the thread that owns the alert (a repartition)."""
-
-    fold = ALERT_COMMANDS_FOLD
-
-    @app.agent(runtime.topic(*fold.inputs), name=fold.name)
-    async def route_alert_commands(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            message = runtime.message(event)
-            try:
-                command = ALERT_COMMAND_CODEC.decode(message.value)
-            except DecodeError as error:
-                await send_dead_letter(fold, message, error)
-                continue
-            await runtime.emit(fold, [Emit(ALERT_COMMANDS_BY_THREAD, command.thread_id, command)])
+        batching = (settings.sink_batch_rows, settings.sink_batch_ms, metrics.CountedBackoff())
+        writer = None if clickhouse is None else ClickHouseWriter(clickhouse, routes, prefix, *batching)
+        runtime.sink(SINKS_FOLD, writer)

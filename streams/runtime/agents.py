@@ -1,7 +1,7 @@
 """The Faust wiring every stateful agent shares: a keyed fold over co-partitioned topics, its table and its timer.
 
-One discipline, kept in one place so each agent in `streams.topology` is a single declaration (its inputs and
-outputs are `core.folds`'; an emit to a topic its fold does not declare is refused, see `UndeclaredOutput`):
+One discipline, kept in one place so each fold `streams.topology.wire` declares is a single call (its inputs and
+outputs are `core.folds`'; an emit to a topic its fold does not declare is refused, see `protocol.UndeclaredOutput`):
 
 1. Records arrive in batches (`take_ahead`, which fills the next batch while this one is applied). Each message is
    held by one extra reference, because the batching acknowledges a batch in a `finally` even when the agent is
@@ -23,9 +23,9 @@ Tables are keyed like their input topics (same bytes, same partitioner), so each
 partition that owns its key (`streams.runtime.produce`); that is what lets batches and timers write outside per-event
 iteration.
 
-Steps 1-3 are `OrderedIntake` (its `run` adds step 4's order for the keyed folds and the policy table), shared
-with the ClickHouse sinks (streams/sink_agents.py), which hold records longer (until their batch is inserted) but
-owe the same: never report a record not written, write in offset order.
+Steps 1-3 are `OrderedIntake` (its `run` adds step 4's order for the keyed folds, the stateless folds and the global
+tables), shared with the sink primitive (streams/runtime/sink.py), which holds records longer (until its writer has
+written them) but owes the same: never report a record not written, write in offset order.
 """
 
 from __future__ import annotations
@@ -43,12 +43,24 @@ from faust.types import TP
 from core.folds import Fold
 from core.settings import Settings
 from core.topics import compacted_topics
+from schemas import DecodeError
 from schemas.codec import encode_record
 from streams import metrics
-from streams.batching import BatchResult, DecodedStates, Emit, InputMessage
+from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter
 from streams.runtime import faust_fixes
 from streams.runtime.deadlines import DeadlineIndex
+from streams.runtime.policy_table import MirroredTable
 from streams.runtime.produce import partition_of, produce
+from streams.runtime.protocol import (
+    BatchFn,
+    SinkWriter,
+    StatelessFn,
+    TickFn,
+    V,
+    WakeFn,
+    check_outputs,
+    check_timer,
+)
 from streams.runtime.sequencer import Admit, Sequencer, Survey
 from streams.runtime.take_ahead import take_ahead
 
@@ -59,28 +71,6 @@ WATCH_SECONDS = 1.0
 """How often each agent's partitions are checked for gaps and stalls when no record arrives to trigger it."""
 RAW = {"key_type": bytes, "value_type": bytes}
 """Keys and values stay bytes (the app's serializers are raw); decoding and dead-lettering are ours."""
-
-BatchFn = Callable[[list[InputMessage], Callable[[str], S | None], datetime], BatchResult[S]]
-TickFn = Callable[[Iterable[tuple[str, S]], datetime], BatchResult[S]]
-WakeFn = Callable[[S, datetime | None], datetime | None]
-"""When the timer must next look at a state: the first instant after the given one (after nothing: any, passed or
-not) at which `tick` could change it; None when time alone never will."""
-
-
-class UndeclaredOutput(RuntimeError):
-    """A fold emitted to a topic its declaration (`core.folds`) does not name.
-
-    Raised before any record of the batch is sent, never dead-lettered: it is a wiring bug, not bad input. The batch
-    is then neither published nor reported, so its records are read again instead of committed past, and the agent
-    fails loudly instead of writing where the topology says nothing goes (or where no topic may exist)."""
-
-    def __init__(self, fold: Fold, topics: Collection[str]) -> None:
-        super().__init__(
-            f"fold {fold.name!r} emitted to {', '.join(sorted(topics))}, which it does not declare as an output"
-            f" (core/folds.py declares {', '.join(fold.outputs) or 'none'})"
-        )
-        self.fold = fold
-        self.topics = frozenset(topics)
 
 
 class Runtime:
@@ -108,9 +98,7 @@ class Runtime:
 
     async def emit(self, fold: Fold, emits: Sequence[Emit]) -> None:
         """`send` the records `fold` emitted, all of them only if every one goes to a topic it declares."""
-        undeclared = {e.topic for e in emits} - set(fold.outputs)
-        if undeclared:
-            raise UndeclaredOutput(fold, undeclared)
+        check_outputs(fold, emits)
         await self.send(emits)
 
     async def send(self, emits: Sequence[Emit]) -> None:
@@ -143,9 +131,72 @@ class Runtime:
         """Register the agent `fold.name` over `fold.inputs` (all keyed alike, same partition count), with its table
         (also `fold.name`) holding one state per key, and the timer `tick` when given (with `wake`, only over the
         states whose instant has come). Returns the fold, whose `load` reads a key's state."""
-        if (tick is not None) != fold.timer:
-            raise ValueError(f"fold {fold.name!r}: a timer is {'' if fold.timer else 'not '}declared in core/folds.py")
+        check_timer(fold, tick)
         return KeyedFold(self, fold, decode_state, batch, tick, census, wake)
+
+    def stateless_fold(self, fold: Fold, batch: StatelessFn) -> None:
+        """Register the agent `fold.name` over `fold.inputs`, publishing what `batch` emits (no table), in the keyed
+        folds' discipline: ordered intake, outputs confirmed by Kafka, then the position reported."""
+        settings = self.settings
+        intake = OrderedIntake(self, fold.name, [settings.topic(t) for t in fold.inputs], busy=lambda: False)
+
+        async def apply(events: list[faust.EventT]) -> None:
+            await self.emit(fold, batch([self.message(event) for event in events], datetime.now(UTC)))
+
+        async def agent(stream: faust.StreamT) -> None:
+            async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
+                await intake.run(stream, events, apply)
+
+        self.app.agent(self.topic(*fold.inputs), name=fold.name)(agent)
+
+    def global_table(
+        self, fold: Fold, decode: Callable[[bytes | None], V], key_of: Callable[[V], str]
+    ) -> Callable[[str], V | None]:
+        """A global table named after `fold.name`'s input, fed by the agent `fold.name` and by its changelog (the
+        records other workers store), mirrored decoded in a plain map: the returned lookup is that map's `get`.
+
+        The agent is a reader of its input like any other (the sinks read `policies` too): the group commits a
+        partition only once both are past a record (runtime/progress.py), so a record the table never applied is
+        read again instead of committed past on another reader's word."""
+        settings = self.settings
+        (topic,) = fold.inputs
+        table = MirroredTable.register(self.app, topic, settings.topic_partitions, decode, **RAW)
+        intake = OrderedIntake(self, fold.name, [settings.topic(topic)], busy=lambda: False)
+        prefix = settings.topic_prefix
+
+        async def apply(events: list[faust.EventT]) -> None:
+            valid: dict[bytes, bytes] = {}
+            dead: list[Emit] = []
+            for event in events:
+                message = self.message(event)
+                try:
+                    key = key_of(decode(message.value))
+                    if message.key != key.encode():
+                        raise DecodeError("key_mismatch", f"key {message.key!r} is not {key!r}")
+                except DecodeError as error:
+                    dead.append(dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix))
+                    continue
+                assert message.value is not None  # a tombstone does not decode
+                valid[key.encode()] = message.value
+            await self.emit(fold, dead)
+            # The table's store changes once its changelog records are in Kafka (as for the keyed folds' tables).
+            changelog = table.changelog_topic.get_topic_name()
+            await self.produce((changelog, key, value) for key, value in valid.items())
+            for key, value in valid.items():
+                table.put(key, value)
+
+        async def agent(stream: faust.StreamT) -> None:
+            async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
+                await intake.run(stream, events, apply)
+
+        self.app.agent(self.topic(topic), name=fold.name)(agent)
+        return table.mirror.get
+
+    def sink(self, fold: Fold, writer: SinkWriter | None) -> None:
+        from streams.runtime.sink import Sink  # sink.py builds on this module's OrderedIntake
+
+        if writer is not None:
+            Sink(self, fold, writer)
 
 
 class KeyedFold(Generic[S]):

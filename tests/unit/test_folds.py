@@ -13,9 +13,10 @@ from schemas.codec import Codec
 from schemas.projects import ThreadRoutes
 from sinks.tables import ROUTES
 from streams.batching import BatchResult, Emit
-from streams.runtime.agents import Runtime, UndeclaredOutput
+from streams.runtime.agents import Runtime
 from streams.runtime.app import create_app
-from streams.topology import build
+from streams.runtime.protocol import UndeclaredOutput
+from streams.runtime.worker import build
 from tests.unit.engine.builders import ack
 
 ROUTER = Fold("router", frozenset({"aggregates"}), (THREAD_STATE,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER))

@@ -1,6 +1,7 @@
-"""The stateless agents' logic with Faust's test_context (no broker): re-keying acks and dead-lettering bad ones.
+"""The worker's agents by role, the policies' commit, and the alert-command repartition (re-keying acks,
+dead-lettering bad ones).
 
-The keyed folds' logic lives in pure batch functions tested directly (tests/unit/engine, projection, projects); their
+The keyed folds' logic lives in pure batch functions tested directly (tests/unit/engine, projection, aggregates); their
 Faust wiring needs a live consumer (offsets, generations, rebalances) and is tested on the real broker.
 """
 
@@ -14,31 +15,18 @@ from faust.types import TP
 from core.settings import Settings
 from schemas import DeadLetter
 from schemas.codec import encode_record
-from streams.batching import Emit
-from streams.runtime.agents import Runtime
+from streams.batching import InputMessage
+from streams.engine.alert_commands import route_alert_commands
 from streams.runtime.faust_fixes import track_progress
-from streams.topology import build
-from tests.unit.engine.builders import ack
+from streams.runtime.worker import build
+from tests.unit.engine.builders import T0, ack
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[Emit]:
-    captured: list[Emit] = []
-
-    async def send(self: Runtime, emits: list[Emit]) -> None:
-        captured.extend(emits)
-
-    monkeypatch.setattr(Runtime, "send", send)
-    return captured
-
-
-async def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(sent: list[Emit], tmp_path: Path) -> None:
-    app = build(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path))
+def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered() -> None:
     command = ack("thread-a:context_watch:1", thread="thread-a")
-    async with app.agents["route_alert_commands"].test_context() as agent:
-        await agent.put(encode_record(command), key=command.alert_id.encode())
-        await agent.put(b'{"alert_id": 7}', key=b"bad")
-    rekeyed, dead = sent
+    good = InputMessage("alert-commands", 0, 0, command.alert_id.encode(), encode_record(command))
+    bad = InputMessage("alert-commands", 0, 1, b"bad", b'{"alert_id": 7}')
+    rekeyed, dead = route_alert_commands([good, bad], T0, "ctx.")
     assert (rekeyed.topic, rekeyed.key, rekeyed.record) == ("alert-commands-by-thread", "thread-a", command)
     assert dead.topic == "deadletter"
     assert isinstance(dead.record, DeadLetter)
