@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,9 +17,11 @@ from sinks.tables import ROUTES
 from streams.batching import BatchResult, Emit
 from streams.runtime.agents import Runtime
 from streams.runtime.app import create_app
+from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import UndeclaredOutput
 from streams.runtime.worker import build
-from tests.unit.engine.builders import ack
+from streams.topology import wire
+from tests.unit.engine.builders import T0, ack
 
 ROUTER = Fold("router", frozenset({"aggregates"}), (THREAD_STATE,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER))
 
@@ -91,3 +95,55 @@ def test_every_declared_topic_is_in_the_catalog_and_every_catalog_topic_is_read(
     assert inputs | outputs <= catalog
     assert catalog <= inputs
     assert len({fold.name for fold in FOLDS}) == len(FOLDS)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_in_memory_runtime_runs_the_same_declaration(role: str, tmp_path: Path) -> None:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=role)
+    memory = MemoryRuntime(settings, T0)
+    wire(memory, settings)
+    declared = {fold.name for fold in FOLDS if role in fold.roles}
+    assert {fold.name for fold in memory.folds} == declared
+
+
+def test_the_in_memory_runtime_refuses_an_undeclared_emit_and_reads_the_batch_again(tmp_path: Path) -> None:
+    memory = MemoryRuntime(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path), T0)
+    emits = [command_emit(ALERT_COMMANDS_BY_THREAD), command_emit(ALERTS)]
+    memory.stateless_fold(ROUTER, batch=lambda messages, now: emits[: len(messages) + 1])
+    memory.produce(THREAD_STATE, "thread-a", b"{}")
+    with pytest.raises(UndeclaredOutput, match="router"):
+        memory.step("router", 10)
+    assert (memory.published, memory.topics[ALERT_COMMANDS_BY_THREAD]) == ([], [])
+    assert memory.pending() == ["router"]
+    emits.pop()
+    memory.drain()
+    assert memory.published == emits
+    assert [m.key for m in memory.topics[ALERT_COMMANDS_BY_THREAD]] == [b"thread-a"]
+
+
+def test_the_in_memory_timer_wakes_only_the_states_whose_deadline_passed(tmp_path: Path) -> None:
+    """As the Faust runtime's deadline index: a state is ticked once its `wake` instant has come, and an unchanged one
+    again only at its next instant."""
+    memory = MemoryRuntime(Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path), T0)
+    ticked: list[list[str]] = []
+    timed = Fold("timed", frozenset({"aggregates"}), (THREAD_STATE,), (DEADLETTER,), table="routes", timer=True)
+    deadline = {"thread-a": T0 + timedelta(seconds=5), "thread-b": T0 + timedelta(seconds=50)}
+
+    def batch(messages: list, load: object, now: datetime) -> BatchResult[ThreadRoutes]:
+        return BatchResult(states={m.key.decode(): ThreadRoutes(thread_id=m.key.decode()) for m in messages})
+
+    def tick(states: Iterable[tuple[str, ThreadRoutes]], now: datetime) -> BatchResult[ThreadRoutes]:
+        ticked.append([key for key, _ in states])
+        return BatchResult()
+
+    def wake(state: ThreadRoutes, after: datetime | None) -> datetime | None:
+        at = deadline[state.thread_id]
+        return at if after is None or at > after else at + timedelta(seconds=100)
+
+    memory.keyed_fold(timed, Codec(ThreadRoutes).decode, batch, tick=tick, wake=wake)
+    for thread in deadline:
+        memory.produce(THREAD_STATE, thread, b"{}")
+    memory.drain()
+    for seconds in (1, 6, 7, 60):
+        memory.tick(T0 + timedelta(seconds=seconds))
+    assert ticked == [[], ["thread-a"], [], ["thread-b"]]

@@ -2,7 +2,8 @@
 dead-lettering bad ones).
 
 The keyed folds' logic lives in pure batch functions tested directly (tests/unit/engine, projection, aggregates); their
-Faust wiring needs a live consumer (offsets, generations, rebalances) and is tested on the real broker.
+Faust wiring needs a live consumer (offsets, generations, rebalances) and is tested on the real broker. The stateless
+fold runs here in the in-memory runtime, through the topology's own declaration.
 """
 
 from __future__ import annotations
@@ -14,19 +15,22 @@ from faust.types import TP
 
 from core.settings import Settings
 from schemas import DeadLetter
-from schemas.codec import encode_record
-from streams.batching import InputMessage
-from streams.engine.alert_commands import route_alert_commands
 from streams.runtime.faust_fixes import track_progress
+from streams.runtime.memory import MemoryRuntime
 from streams.runtime.worker import build
+from streams.topology import wire
 from tests.unit.engine.builders import T0, ack
 
 
-def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered() -> None:
+def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(tmp_path: Path) -> None:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles="engine")
+    runtime = MemoryRuntime(settings, T0)
+    wire(runtime, settings)
     command = ack("thread-a:context_watch:1", thread="thread-a")
-    good = InputMessage("alert-commands", 0, 0, command.alert_id.encode(), encode_record(command))
-    bad = InputMessage("alert-commands", 0, 1, b"bad", b'{"alert_id": 7}')
-    rekeyed, dead = route_alert_commands([good, bad], T0, "ctx.")
+    runtime.produce("alert-commands", command.alert_id, command)
+    runtime.produce("alert-commands", "bad", b'{"alert_id": 7}')
+    runtime.step("route_alert_commands", 10)
+    rekeyed, dead = runtime.published
     assert (rekeyed.topic, rekeyed.key, rekeyed.record) == ("alert-commands-by-thread", "thread-a", command)
     assert dead.topic == "deadletter"
     assert isinstance(dead.record, DeadLetter)
