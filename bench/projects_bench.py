@@ -25,7 +25,8 @@ from schemas.projects import ProjectState
 from streams.aggregates.batch import CONVERSATIONS, PROJECT_CODEC
 from streams.aggregates.config import ProjectsConfig
 from streams.aggregates.risk import apply_thread_state
-from tests.unit.aggregates.builders import T0, Topics
+from streams.runtime.memory import MemoryRuntime
+from tests.unit.aggregates.builders import T0, aggregates
 
 STATE_CODEC = Codec(ThreadState)
 BATCH = 2000
@@ -95,9 +96,12 @@ def registry(projects: int, threads: int) -> list[Conversation]:
     return [*single, *group]
 
 
-def batch_path(records: list[bytes], conversations: list[Conversation], config: ProjectsConfig) -> tuple[float, Topics]:
-    """Registry first, then the thread states in batches of BATCH, each drained through the three folds."""
-    topics = Topics(T0 + timedelta(minutes=10), config)  # just after the last update, before any retirement
+def batch_path(
+    records: list[bytes], conversations: list[Conversation], config: ProjectsConfig
+) -> tuple[float, MemoryRuntime]:
+    """Registry first, then the thread states in batches of BATCH, each drained through the aggregates role's folds
+    as the topology declares them (the in-memory runtime: every output encoded, as a worker sends it)."""
+    topics = aggregates(T0 + timedelta(minutes=10), config)  # just after the last update, before any retirement
     for entry in conversations:
         topics.produce(CONVERSATIONS, entry.conversation_id, entry)
     topics.drain(BATCH)

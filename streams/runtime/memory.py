@@ -44,6 +44,8 @@ class _Reader:
     fold: Fold
     step: Callable[[list[InputMessage]], None]
     tick: Callable[[datetime], None] | None = None
+    load: Callable[[str], Any] | None = None
+    """A keyed fold's lookup of a key's state."""
     positions: dict[str, int] = field(default_factory=dict)
     """Per input topic, the offset of the next record to read."""
 
@@ -105,7 +107,7 @@ class MemoryRuntime:
                 census(load(key) for key in table)
 
         self._readers.append(
-            _Reader(fold, lambda messages: publish(batch(messages, load, self.now)), on_tick if tick else None)
+            _Reader(fold, lambda messages: publish(batch(messages, load, self.now)), on_tick if tick else None, load)
         )
 
     def stateless_fold(self, fold: Fold, batch: StatelessFn) -> None:
@@ -194,6 +196,11 @@ class MemoryRuntime:
         for reader in self._readers:
             if reader.tick is not None:
                 reader.tick(now)
+
+    def state(self, fold: str, key: str) -> Any:
+        """A keyed fold's state of `key` (None: none stored)."""
+        (load,) = (r.load for r in self._readers if r.fold.name == fold and r.load is not None)
+        return load(key)
 
     def records(self, topic: str) -> list[Record]:
         """What the folds published to `topic`, in order."""

@@ -2,9 +2,9 @@
 project folds -> project-risk, conversation-indicators, client-events.
 
 Two projects, five threads, three conversations (single_device registered before its thread, group and master_agent
-after theirs; the master then switches main thread). Every output is compared exactly with the in-memory `Pipeline`
-of the pure folds fed the same registry entries and the thread states the engine published, step by step; the
-readable assertions after it pin what the spec asks of those outputs.
+after theirs; the master then switches main thread). Every output is compared exactly with the topology's own
+declaration run by the in-memory runtime (`Feed`), fed the same registry entries and the thread states the engine
+published, step by step; the readable assertions after it pin what the spec asks of those outputs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from schemas import Conversation, ConversationType, Record, ThreadState
 from schemas.codec import encode_record
 from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, produce
-from tests.unit.aggregates.builders import Pipeline, conversation
+from tests.unit.aggregates.builders import Feed, conversation
 from tests.unit.engine.builders import snapshot
 
 pytestmark = pytest.mark.kafka
@@ -54,11 +54,11 @@ def _by_key(records: list[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[st
 
 
 class Scenario:
-    """Sends one input at a time and waits until the pipeline has published all the pure Pipeline publishes for it."""
+    """Sends one input at a time and waits until the worker has published all the in-memory `Feed` publishes for it."""
 
     def __init__(self, settings: Settings, outputs: Outputs) -> None:
         self.settings, self.outputs = settings, outputs
-        self.pipeline = Pipeline()
+        self.pipeline = Feed()
         self.fed_states = 0
         self.snapshot_version = 0
 

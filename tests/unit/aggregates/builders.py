@@ -1,48 +1,25 @@
-"""Builders for the project and conversation folds' inputs, and two drivers that route their outputs as the topology
-would: `Pipeline` over the pure folds in memory, `Topics` over the batch functions with bytes on every topic and table.
-Each test states only what matters to it."""
+"""Builders for the project and conversation folds' inputs, and the aggregates role run by the in-memory runtime from
+the topology's own declaration (`aggregates`, and `Feed` for one input at a time). Each test states only what matters
+to it."""
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from core.actions import actions_for_level
-from core.folds import INDICATORS_FOLD, PROJECTS_FOLD, ROUTES_FOLD
+from core.folds import PROJECTS_FOLD, ROUTES_FOLD
 from core.levels import classify_level
+from core.settings import Settings
+from core.topics import CONVERSATIONS, HANDOFF_PACKAGES, TASK_IMPORTANCE, THREAD_STATE
 from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
-from schemas.codec import encode_record
-from schemas.projects import (
-    ConversationIndicatorState,
-    ConversationRelay,
-    LiveThread,
-    ProjectState,
-    TaskImportance,
-    ThreadRoutes,
-)
+from schemas.projects import LiveThread, ProjectState, TaskImportance, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
-from streams.aggregates import indicators, risk, routes
-from streams.aggregates.batch import (
-    INDICATOR_CODEC,
-    PROJECT_CODEC,
-    ROUTES_CODEC,
-    indicators_batch,
-    projects_batch,
-    retire_idle_projects,
-    routes_batch,
-)
 from streams.aggregates.config import ProjectsConfig
-from streams.aggregates.outputs import (
-    CONVERSATION_LINKS,
-    CONVERSATION_THREADS,
-    THREAD_STATE_BY_PROJECT,
-    Change,
-    Emit,
-)
-from streams.batching import BatchResult, DecodedStates, InputMessage
+from streams.aggregates.outputs import CONVERSATION_LINKS, CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Emit
+from streams.runtime.memory import MemoryRuntime
+from streams.topology import wire
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 CONFIG = ProjectsConfig()
@@ -170,135 +147,69 @@ def importance(thread: str, value: int, *, seconds: float = 0, project: str = "p
     )
 
 
-class Pipeline:
-    """The three folds with their tables, fed and connected through their internal topics, as the topology would.
+def aggregates(now: datetime = T0, config: ProjectsConfig = CONFIG) -> MemoryRuntime:
+    """The aggregates role as the topology declares it (`streams.topology.wire`), in the in-memory runtime: topics
+    as lists of bytes records (one partition each), tables as bytes, every fold's outputs delivered to its readers.
+    Batches are folded at `now` (see `Feed` for a feed at each record's own time)."""
+    retire_after = config.retire_after.total_seconds()
+    settings = Settings(roles="aggregates", topic_prefix=PREFIX, project_retire_seconds=retire_after)
+    runtime = MemoryRuntime(settings, now)
+    wire(runtime, settings)
+    return runtime
 
-    `published` keeps what leaves the pipeline (project-risk, conversation-indicators, client-events) in order.
-    """
+
+class Feed:
+    """One input at a time into the aggregates role (`aggregates`), each folded at its own time and drained before the
+    next one: the records a project view or conversation ring would show after each input.
+
+    `published` keeps what leaves the role (project-risk, conversation-indicators, conversations, client-events,
+    dead letters) in order; the records between its folds stay on their topics."""
 
     def __init__(self) -> None:
-        self.routes: dict[str, ThreadRoutes] = {}
-        self.projects: dict[str, ProjectState] = {}
-        self.conversations: dict[str, ConversationIndicatorState] = {}
-        self.published: list[Emit] = []
+        self.runtime = aggregates()
 
     def thread(self, state: ThreadState) -> list[Emit]:
-        change = routes.route_thread_state(self.routes.get(state.thread_id), state, CONFIG)
-        return self._run(self._keep(self.routes, state.thread_id, change), state.updated_at)
+        return self._feed(THREAD_STATE, state.thread_id, state, state.updated_at)
 
     def importance(self, record: TaskImportance) -> list[Emit]:
-        change = routes.apply_importance(self.routes.get(record.thread_id), record)
-        return self._run(self._keep(self.routes, record.thread_id, change), record.set_at)
+        return self._feed(TASK_IMPORTANCE, record.thread_id, record, record.set_at)
 
     def package(self, package: HandoffPackage) -> list[Emit]:
-        change = routes.relay_conversations(self.routes.get(package.from_thread_id), package)
-        return self._run(self._keep(self.routes, package.from_thread_id, change), package.created_at)
+        return self._feed(HANDOFF_PACKAGES, package.from_thread_id, package, package.created_at)
 
     def conversation(self, entry: Conversation) -> list[Emit]:
-        key = entry.conversation_id
-        change = indicators.apply_conversation(self.conversations.get(key), entry)
-        return self._run(self._keep(self.conversations, key, change), entry.updated_at)
+        return self._feed(CONVERSATIONS, entry.conversation_id, entry, entry.updated_at)
 
     def retire(self, now: datetime) -> list[Emit]:
-        emits = []
-        for key in sorted(self.projects):
-            emits += self._keep(self.projects, key, risk.retire_idle(self.projects[key], now, CONFIG))
-        return self._run(emits, now)
+        """The project fold's timer at `now`, and what follows from it."""
+        before = len(self.runtime.published)
+        self.runtime.tick(now)
+        self.runtime.drain()
+        return self._out(self.runtime.published[before:])
+
+    @property
+    def published(self) -> list[Emit]:
+        return self._out(self.runtime.published)
 
     def of(self, topic: str) -> list:
         return [e.record for e in self.published if e.topic == topic]
 
+    def routes(self, thread_id: str) -> ThreadRoutes | None:
+        """The routing fold's state of a thread."""
+        return self.runtime.state(ROUTES_FOLD.name, thread_id)
+
+    @property
+    def projects(self) -> dict[str, ProjectState]:
+        """The project fold's table, decoded."""
+        return {key: self.runtime.state(PROJECTS_FOLD.name, key) for key in self.runtime.tables[PROJECTS_FOLD.name]}
+
+    def _feed(self, topic: str, key: str, record: Record, now: datetime) -> list[Emit]:
+        before = len(self.runtime.published)
+        self.runtime.now = now
+        self.runtime.produce(topic, key, record)
+        self.runtime.drain()
+        return self._out(self.runtime.published[before:])
+
     @staticmethod
-    def _keep(table: dict, key: str, change: Change) -> list[Emit]:
-        if change.state is not None:
-            table[key] = change.state
-        return change.emits
-
-    def _run(self, emits: list[Emit], now: datetime) -> list[Emit]:
-        queue, out = deque(emits), []
-        while queue:
-            emit = queue.popleft()
-            key = emit.key
-            if emit.topic == THREAD_STATE_BY_PROJECT:
-                change = risk.apply_project_input(self.projects.get(key), emit.record, now, CONFIG)
-                queue += self._keep(self.projects, key, change)
-            elif emit.topic == CONVERSATION_THREADS:
-                held = self.conversations.get(key)
-                if isinstance(emit.record, ConversationRelay):
-                    change = indicators.apply_relay(held, emit.record)
-                else:
-                    change = indicators.apply_shown_thread(held, emit.record.shown)
-                queue += self._keep(self.conversations, key, change)
-            elif emit.topic == CONVERSATION_LINKS:
-                queue += self._keep(self.routes, key, routes.apply_link(self.routes.get(key), emit.record))
-            else:
-                out.append(emit)
-        self.published += out
-        return out
-
-
-class Topics:
-    """The three batch functions as the topology runs them: topics as FIFO lists of messages (one partition each),
-    tables as bytes. `published` keeps what leaves the folds (outputs and dead letters) in order."""
-
-    def __init__(self, now: datetime, config: ProjectsConfig = CONFIG) -> None:
-        self.config = config
-        self.topics: dict[str, list[InputMessage]] = defaultdict(list)
-        self.offsets: dict[str, int] = defaultdict(int)
-        self.published: list[Emit] = []
-        self.folds = [
-            (ROUTES_FOLD, {}, ROUTES_CODEC, lambda m, load: routes_batch(m, load, now, config, PREFIX)),
-            (PROJECTS_FOLD, {}, PROJECT_CODEC, lambda m, load: projects_batch(m, load, now, config, PREFIX)),
-            (INDICATORS_FOLD, {}, INDICATOR_CODEC, lambda m, load: indicators_batch(m, load, now, PREFIX)),
-        ]
-        self.decoded: list[DecodedStates[str, Any]] = [DecodedStates(codec.decode) for _, _, codec, _ in self.folds]
-        """As streams.runtime.KeyedFold, each state is decoded once per stored value."""
-
-    def produce(self, topic: str, key: str, value: Record | bytes) -> None:
-        raw = value if isinstance(value, bytes) else encode_record(value)
-        self.topics[topic].append(InputMessage(topic, 0, self.offsets[topic], key.encode(), raw))
-        self.offsets[topic] += 1
-
-    def pending(self) -> list[int]:
-        """The folds with records waiting, by index (routes, projects, indicators)."""
-        return [i for i, (spec, *_) in enumerate(self.folds) if any(self.topics[t] for t in spec.inputs)]
-
-    def step(self, fold: int, size: int) -> None:
-        """One batch of fold `fold`: up to `size` records of each of its inputs (Faust interleaves topics freely)."""
-        spec, _, _, batch = self.folds[fold]
-        messages = []
-        for topic in spec.inputs:
-            messages += self.topics[topic][:size]
-            del self.topics[topic][:size]
-        self._publish(batch(messages, lambda key: self._load(fold, key)), fold)
-
-    def _load(self, fold: int, key: str) -> Any:
-        raw = self.folds[fold][1].get(key)
-        return None if raw is None else self.decoded[fold].get(key, raw)
-
-    def tick(self, now: datetime) -> None:
-        """The project fold's timer."""
-        states = ((key, self.decoded[1].get(key, raw)) for key, raw in self.folds[1][1].items())
-        self._publish(retire_idle_projects(states, now, self.config), 1)
-
-    def drain(self, size: int = 1_000) -> None:
-        while pending := self.pending():
-            self.step(pending[0], size)
-
-    def latest(self, topic: str) -> dict[str, Record]:
-        """The last record per key (compacted-topic semantics)."""
-        return {e.key: e.record for e in self.published if e.topic == topic}
-
-    def _publish(self, result: BatchResult, fold: int) -> None:
-        spec = self.folds[fold][0]
-        undeclared = {emit.topic for emit in result.emits} - set(spec.outputs)
-        assert not undeclared, f"{spec.name} emitted to undeclared {undeclared}"  # the runtime refuses it
-        for emit in result.emits:
-            if emit.topic in INTERNAL:
-                self.produce(emit.topic, emit.key, emit.record)
-            else:
-                self.published.append(emit)
-        table = self.folds[fold][1]
-        for key, state in result.states.items():
-            raw = table[key] = encode_record(state)
-            self.decoded[fold].written(key, raw, state)
+    def _out(emits: list[Emit]) -> list[Emit]:
+        return [e for e in emits if e.topic not in INTERNAL]

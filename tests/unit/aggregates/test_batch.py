@@ -1,5 +1,6 @@
-"""The three batch functions as the topology runs them: records as bytes, tables as bytes, internal topics between
-folds, batches of any size interleaved in any order. They converge on what the in-memory `Pipeline` publishes."""
+"""The aggregates role as the topology declares it, run by the in-memory runtime: records as bytes, tables as bytes,
+internal topics between folds, batches of any size interleaved in any order. They converge on what one input at a
+time, each drained before the next and folded at its own time (`Feed`), publishes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from schemas import Conversation, ConversationType, DeadLetter, Record, ThreadSt
 from streams.aggregates.batch import CONVERSATIONS
 from streams.aggregates.outputs import CONVERSATION_INDICATORS, PROJECT_RISK
 from streams.batching import DEADLETTER
-from tests.unit.aggregates.builders import CONFIG, Pipeline, Topics, at, conversation, thread_state
+from streams.runtime.memory import MemoryRuntime
+from tests.unit.aggregates.builders import CONFIG, Feed, aggregates, at, conversation, thread_state
 
 NOW = at(60)
 SINGLE, GROUP, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.GROUP, ConversationType.MASTER_AGENT
@@ -37,8 +39,8 @@ def scenario() -> list[ThreadState | Conversation]:
     ]
 
 
-def feed(records: list[ThreadState | Conversation]) -> tuple[Pipeline, Topics]:
-    pipeline, topology = Pipeline(), Topics(NOW)
+def feed(records: list[ThreadState | Conversation]) -> tuple[Feed, MemoryRuntime]:
+    pipeline, topology = Feed(), aggregates(NOW)
     for record in records:
         if isinstance(record, ThreadState):
             pipeline.thread(record)
@@ -49,13 +51,13 @@ def feed(records: list[ThreadState | Conversation]) -> tuple[Pipeline, Topics]:
     return pipeline, topology
 
 
-def pipeline_latest(pipeline: Pipeline, topic: str) -> dict[str, Record]:
+def pipeline_latest(pipeline: Feed, topic: str) -> dict[str, Record]:
     return {e.key: e.record for e in pipeline.published if e.topic == topic}
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.data())
-def test_any_batching_and_interleaving_publishes_what_the_pipeline_publishes(data: st.DataObject) -> None:
+def test_any_batching_and_interleaving_publishes_what_one_input_at_a_time_publishes(data: st.DataObject) -> None:
     pipeline, topology = feed(scenario())
     while pending := topology.pending():
         topology.step(data.draw(st.sampled_from(pending)), data.draw(st.integers(1, 4)))
@@ -77,7 +79,7 @@ def test_the_scenario_ends_with_each_project_ranked_and_each_ring_on_its_thread(
 
 
 def test_invalid_registry_entries_are_dead_lettered_but_a_bad_thread_state_only_by_the_projection() -> None:
-    topology = Topics(NOW)
+    topology = aggregates(NOW)
     topology.produce(CONVERSATIONS, "conv-1", b'{"conversation_id": "conv-1"}')
     topology.produce(CONVERSATIONS, "conv-2", conversation("conv-1", SINGLE, ["a"]))
     topology.produce(THREAD_STATE, "a", b"not json")

@@ -11,21 +11,21 @@ from hypothesis import strategies as st
 from schemas import ConversationContextIndicatorUpdated, ConversationItem, ConversationType
 from streams.aggregates.outputs import CLIENT_EVENTS, CONVERSATION_INDICATORS, PROJECT_RISK
 from streams.aggregates.resolution import ring_percent
-from tests.unit.aggregates.builders import Pipeline, conversation, thread_state
+from tests.unit.aggregates.builders import Feed, conversation, thread_state
 
 SINGLE, GROUP, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.GROUP, ConversationType.MASTER_AGENT
 
 
-def ring_events(pipeline: Pipeline) -> list[ConversationContextIndicatorUpdated]:
+def ring_events(pipeline: Feed) -> list[ConversationContextIndicatorUpdated]:
     return [r for r in pipeline.of(CLIENT_EVENTS) if isinstance(r, ConversationContextIndicatorUpdated)]
 
 
-def last_item(pipeline: Pipeline, conversation_id: str) -> ConversationItem:
+def last_item(pipeline: Feed, conversation_id: str) -> ConversationItem:
     return [r for r in pipeline.of(CONVERSATION_INDICATORS) if r.conversation_id == conversation_id][-1]
 
 
 def test_single_device_shows_its_thread_as_a_floored_ring() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-1", SINGLE, ["thread-a"]))
     pipeline.thread(thread_state("thread-a", 59.9, seconds=3, must_finish=True, node="mac-07"))
     item = last_item(pipeline, "conv-1")
@@ -45,7 +45,7 @@ def test_single_device_shows_its_thread_as_a_floored_ring() -> None:
 
 
 def test_group_never_shows_a_ring_nor_sends_ring_events() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-g", GROUP, ["thread-a", "thread-b"]))
     pipeline.thread(thread_state("thread-a", 20))
     pipeline.thread(thread_state("thread-b", 90))
@@ -54,7 +54,7 @@ def test_group_never_shows_a_ring_nor_sends_ring_events() -> None:
 
 
 def test_master_agent_shows_its_current_main_thread() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.thread(thread_state("main-1", 30, seconds=0))
     pipeline.thread(thread_state("main-2", 95, seconds=1))
     pipeline.conversation(conversation("conv-m", MASTER, ["main-1"], seconds=2))
@@ -69,7 +69,7 @@ def test_master_agent_shows_its_current_main_thread() -> None:
 
 
 def test_stale_thread_keeps_its_last_value_marked_stale() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-1", SINGLE, ["thread-a"]))
     pipeline.thread(thread_state("thread-a", 42.0, seconds=0))
     pipeline.thread(thread_state("thread-a", 42.0, seconds=45, stale=True))
@@ -79,7 +79,7 @@ def test_stale_thread_keeps_its_last_value_marked_stale() -> None:
 
 
 def test_must_finish_change_republishes_the_item_without_a_ring_event() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-1", SINGLE, ["thread-a"]))
     pipeline.thread(thread_state("thread-a", 70, seconds=0))
     pipeline.thread(thread_state("thread-a", 70, seconds=5, must_finish=True))
@@ -95,7 +95,7 @@ def test_must_finish_change_republishes_the_item_without_a_ring_event() -> None:
     )
 )
 def test_exactly_one_ring_event_per_visible_change(steps: list[tuple[float, bool, bool]]) -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-1", SINGLE, ["thread-a"]))
     for i, (pct, stale, must_finish) in enumerate(steps):
         pipeline.thread(thread_state("thread-a", pct, seconds=i + 1, stale=stale, must_finish=must_finish))
@@ -106,9 +106,9 @@ def test_exactly_one_ring_event_per_visible_change(steps: list[tuple[float, bool
     assert (indicator.percent, indicator.level, indicator.stale) == seen[-1]
 
 
-def run(order: str) -> Pipeline:
+def run(order: str) -> Feed:
     """Two projects, five threads, the three kinds of conversation: registered before or after their threads."""
-    pipeline = Pipeline()
+    pipeline = Feed()
     conversations = [
         conversation("conv-single", SINGLE, ["thread-a"], project="proj-1"),
         conversation("conv-group", GROUP, ["thread-a", "thread-b", "thread-c"], project="proj-1"),
@@ -142,7 +142,7 @@ def test_conversations_registered_before_or_after_their_threads_end_the_same() -
 
 
 def test_a_thread_moving_project_leaves_the_old_view() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     pipeline.thread(thread_state("thread-a", 20, project="proj-1", seconds=0))
     pipeline.thread(thread_state("thread-a", 20, project="proj-2", seconds=5))
     views = {e.key: e.record for e in pipeline.published if e.topic == PROJECT_RISK}

@@ -9,7 +9,7 @@ from datetime import timedelta
 from schemas import Conversation, ConversationType, HandoffPackage, PackageStatus
 from streams.aggregates.batch import HANDOFF_PACKAGES
 from streams.aggregates.outputs import CONVERSATION_INDICATORS, CONVERSATIONS
-from tests.unit.aggregates.builders import T0, Pipeline, Topics, at, conversation, thread_state
+from tests.unit.aggregates.builders import T0, Feed, aggregates, at, conversation, thread_state
 
 SINGLE, MASTER = ConversationType.SINGLE_DEVICE, ConversationType.MASTER_AGENT
 
@@ -22,15 +22,15 @@ def consumed(from_thread: str = "thread-main", to_thread: str = "thread-relay", 
     )
 
 
-def _fleet(kind: ConversationType) -> Pipeline:
-    pipeline = Pipeline()
+def _fleet(kind: ConversationType) -> Feed:
+    pipeline = Feed()
     pipeline.conversation(conversation("conv-m", kind, ["thread-main"]))
     pipeline.thread(thread_state("thread-main", 12.0, seconds=1, node="mac-01"))
     pipeline.thread(thread_state("thread-relay", 95.0, seconds=2, node="mac-02"))
     return pipeline
 
 
-def _ring(pipeline: Pipeline) -> tuple[int | None, str | None]:
+def _ring(pipeline: Feed) -> tuple[int | None, str | None]:
     item = [r for r in pipeline.of(CONVERSATION_INDICATORS) if r.conversation_id == "conv-m"][-1]
     return item.context_budget_indicator.percent, item.context_budget_source_node_id
 
@@ -43,8 +43,8 @@ def test_consuming_the_main_threads_package_moves_a_master_conversation_to_the_r
     (moved,) = pipeline.of(CONVERSATIONS)
     assert isinstance(moved, Conversation)
     assert (moved.thread_ids, moved.updated_at) == (["thread-relay"], at(10))
-    assert pipeline.routes["thread-relay"].conversation_ids == ["conv-m"]
-    assert pipeline.routes["thread-main"].conversation_ids == []
+    assert pipeline.routes("thread-relay").conversation_ids == ["conv-m"]
+    assert pipeline.routes("thread-main").conversation_ids == []
 
 
 def test_the_moved_conversation_follows_the_relay_not_the_old_thread() -> None:
@@ -82,7 +82,7 @@ def test_a_relay_for_a_thread_the_conversation_no_longer_shows_is_ignored() -> N
 
 
 def test_through_the_batch_folds_the_move_reaches_the_registry_topic() -> None:
-    topics = Topics(T0 + timedelta(seconds=30))
+    topics = aggregates(T0 + timedelta(seconds=30))
     topics.produce("conversations", "conv-m", conversation("conv-m", MASTER, ["thread-main"]))
     topics.produce("thread-state", "thread-main", thread_state("thread-main", 12.0, seconds=1))
     topics.produce("thread-state", "thread-relay", thread_state("thread-relay", 95.0, seconds=2, node="mac-02"))

@@ -10,7 +10,7 @@ from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ProjectInput, ThreadInProject, ThreadLeft, ThreadRoutes
 from streams.aggregates import risk, routes
 from streams.aggregates.outputs import CONVERSATION_THREADS, PROJECT_RISK, THREAD_STATE_BY_PROJECT, Emit
-from tests.unit.aggregates.builders import CONFIG, VISIBLE_CHANGES, Pipeline, at, thread_state
+from tests.unit.aggregates.builders import CONFIG, VISIBLE_CHANGES, Feed, at, thread_state
 
 REFRESH = CONFIG.refresh_after.total_seconds()
 BASE = {"pct": 52.9, "expected_at": 600}
@@ -101,7 +101,7 @@ def test_conversations_still_get_ring_changes_only() -> None:
 
 
 def test_a_busy_thread_with_values_holding_still_is_never_retired() -> None:
-    pipeline = Pipeline()
+    pipeline = Feed()
     step = REFRESH / 2
     for i in range(int(3 * CONFIG.retire_after.total_seconds() / step)):
         pipeline.thread(thread_state("thread-a", **BASE, seconds=i * step))
