@@ -97,14 +97,10 @@ def render(report: StatusReport) -> Group:
 
 
 def consumed_topics(settings: Settings) -> set[str]:
-    """The topics the group of `settings.roles` reads: its agents' (the topology, built, never started) and, with the
-    sinks role, the sinks' routes (their agent is registered only with a ClickHouse client)."""
-    from streams.runtime.worker import build
+    """The topics the group of `settings.roles` reads: its folds' inputs, from the topology's declaration."""
+    from streams.topology import declared
 
-    topics = {topic for agent in build(settings).agents.values() for topic in agent.channel.topics}
-    if "sinks" in settings.roles:
-        topics |= {settings.topic(route) for route in ROUTES}
-    return topics
+    return {settings.topic(topic) for fold in declared(settings).folds for topic in fold.inputs}
 
 
 # -- the broker ------------------------------------------------------------------------------------------------------

@@ -54,10 +54,10 @@ def declared_topics(settings: Settings, tables: Iterable[str]) -> list[TopicShap
 
 
 def topology_tables(settings: Settings) -> list[str]:
-    """The table names the worker registers, read from the topology itself (built, never started)."""
-    from streams.runtime.worker import build
+    """The table names the worker registers, read from the topology's declaration (Faust names each after it)."""
+    from streams.topology import declared
 
-    return list(build(settings).tables)
+    return list(declared(settings).tables)
 
 
 def drift(declared: TopicShape, actual: TopicShape | None) -> list[Drift]:

@@ -18,7 +18,7 @@ each role set in a consumer group of its own, with its own table changelogs (`Se
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
@@ -55,6 +55,7 @@ from streams.engine.fold import next_deadline
 from streams.projection.batch import Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
+from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import FoldRuntime
 from streams.sink_agents import ClickHouseWriter
 
@@ -68,6 +69,14 @@ def engine_config(settings: Settings) -> EngineConfig:
         handoff_missing_grace=timedelta(seconds=settings.handoff_missing_grace_seconds),
         handoff_ttl=timedelta(seconds=settings.handoff_ttl_seconds),
     )
+
+
+def declared(settings: Settings) -> MemoryRuntime:
+    """What the worker of `settings.roles` registers (its folds, their inputs, its tables), from the declaration
+    itself, without Faust: the in-memory runtime, wired and never run."""
+    runtime = MemoryRuntime(settings, datetime.now(UTC))
+    wire(runtime, settings)
+    return runtime
 
 
 def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = None) -> None:

@@ -20,7 +20,7 @@ from streams.runtime.app import create_app
 from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import UndeclaredOutput
 from streams.runtime.worker import build
-from streams.topology import wire
+from streams.topology import declared, wire
 from tests.unit.engine.builders import T0, ack
 
 ROUTER = Fold("router", frozenset({"aggregates"}), (THREAD_STATE,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER))
@@ -147,3 +147,14 @@ def test_the_in_memory_timer_wakes_only_the_states_whose_deadline_passed(tmp_pat
     for seconds in (1, 6, 7, 60):
         memory.tick(T0 + timedelta(seconds=seconds))
     assert ticked == [[], ["thread-a"], [], ["thread-b"]]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_declaration_names_the_tables_and_inputs_the_worker_registers(role: str, tmp_path: Path) -> None:
+    """`ctxbudget topics` and `status` read them from the declaration, without building the Faust app."""
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=role)
+    app = build(settings, clickhouse=object())  # type: ignore[arg-type]  # the sink only stores the client here
+    assert set(declared(settings).tables) == set(app.tables)
+    assert {topic for fold in declared(settings).folds for topic in fold.inputs} == {
+        topic.removeprefix(settings.topic_prefix) for agent in app.agents.values() for topic in agent.channel.topics
+    }
