@@ -1,10 +1,16 @@
-"""The fetch loop's hand-off without tasks (streams/runtime/faust_delivery.py), on a Service like Faust's consumer."""
+"""The fetch loop's hand-off without tasks (streams/runtime/faust_delivery.py), on a Service like Faust's consumer.
+
+The correction changes what it costs, not what it delivers: upstream's hand-off is run beside it once, to show the
+tasks it creates for a delivery that never waits."""
 
 from __future__ import annotations
 
 import asyncio
 import warnings
+from collections.abc import Coroutine
+from typing import Any
 
+import pytest
 from mode import Service
 
 from streams.runtime import faust_delivery
@@ -22,15 +28,44 @@ async def hand_off(loop: Loop, delivery) -> object:
     return await faust_delivery._wait_first(loop, delivery, loop.suspend_flow.wait())
 
 
-async def test_a_delivery_that_never_waits_completes_in_place_and_nothing_is_left_unawaited() -> None:
+def counting_tasks() -> list[object]:
+    """Every task created on the running loop from now on."""
+    loop, created = asyncio.get_running_loop(), []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Task:
+        created.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)  # type: ignore[arg-type]
+    return created
+
+
+@pytest.mark.parametrize("hand_off_with", ["upstream", "patched"])
+async def test_a_delivery_that_never_waits_completes_in_place_and_nothing_is_left_unawaited(hand_off_with: str) -> None:
+    """Upstream races every delivery against three events, a task each plus one for the delivery; the hand-off
+    that steps it in place creates none, with the same result."""
+
     async def deliver() -> str:
         return "queued"
 
+    loop = Loop()
     tasks_before = len(asyncio.all_tasks())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a raced coroutine left unawaited would warn
-        result = await hand_off(Loop(), deliver())
+    created = counting_tasks()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a raced coroutine left unawaited would warn
+            if hand_off_with == "upstream":
+                result = await faust_delivery._upstream_wait_first(loop, deliver(), loop.suspend_flow.wait())
+            else:
+                result = await hand_off(loop, deliver())
+    finally:
+        asyncio.get_running_loop().set_task_factory(None)
     assert (result.results, result.stopped) == (["queued"], False)
+    if hand_off_with == "upstream":
+        assert len(created) >= 4  # the delivery and the three events it races against
+    else:
+        assert created == []
+    await asyncio.sleep(0)  # upstream's cancelled tasks finish
     assert len(asyncio.all_tasks()) == tasks_before
 
 
