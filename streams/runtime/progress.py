@@ -7,6 +7,12 @@ applies it: the offset was then never committed, or the commit stalled behind it
 positions instead, and so do we: each reader reports, per partition, the offset below which it has applied (or
 written) everything in the current consumer generation, and the commit is the minimum over the readers of the topic.
 A reader with no report for a partition holds its commit at the committed offset.
+
+This is the one ledger that decides what is committed: every primitive of the runtime reads through
+`OrderedIntake` and reports here, the keyed folds and the stateless ones (the alert-command repartition) once their
+outputs and states are in Kafka, the global tables (the policies) once their changelog records are, and the sinks once
+their writer has written a record. For a topic registered here, Faust's acknowledgements only end its wait for
+records in flight before a rebalance (runtime/faust_fixes.py, 5).
 """
 
 from __future__ import annotations

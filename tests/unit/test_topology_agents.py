@@ -65,3 +65,13 @@ def test_the_policies_commit_waits_for_the_policy_table_not_only_the_sinks(tmp_p
     assert progress.committable(policies, 1) is None  # the policy table has applied nothing yet
     progress.done("load_policies", 1, policies, 4)
     assert progress.committable(policies, 1) == 4
+
+
+def test_every_agent_commits_through_the_one_ledger(tmp_path: Path) -> None:
+    """Policies, alert routing and the sinks too: no input of a worker is committed on Faust's acknowledgements."""
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path)
+    app = build(settings, clickhouse=object())  # type: ignore[arg-type]  # the sink only stores the client here
+    progress = track_progress(app)
+    inputs = {topic for agent in app.agents.values() for topic in agent.channel.topics}  # type: ignore[attr-defined]
+    assert {"ctx.policies", "ctx.alert-commands", "ctx.deadletter"} <= inputs
+    assert [topic for topic in sorted(inputs) if not progress.handles(topic)] == []
