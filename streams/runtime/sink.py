@@ -114,8 +114,10 @@ class Sink:
             if self._flow_stopped():
                 return
             for partition in list(self.partitions.values()):
+                written_through = partition.writer.written_through
                 await partition.writer.flush_due()
-                await self._ack_written(partition)
+                if partition.writer.written_through != written_through:
+                    await self._ack_written(partition)
             metrics.observe_sink_pending(Counter(tp.topic for tp, p in self.partitions.items() for _ in p.held))
 
     def _flow_stopped(self) -> bool:
@@ -142,9 +144,11 @@ class Sink:
             writer = await self.writer.start(record.topic, tp.partition, self.intake.committed(tp) or 0)
             partition = self.partitions[tp] = _Partition(tp, writer)
         partition.held.append(event)
-        if message.offset > partition.writer.written_through:
+        written_through = partition.writer.written_through
+        if message.offset > written_through:
             await partition.writer.take(record)
-        await self._ack_written(partition)
+        if message.offset <= written_through or partition.writer.written_through != written_through:
+            await self._ack_written(partition)  # only when something is newly written: held records are many
 
     async def _ack_written(self, partition: _Partition) -> None:
         written_through = partition.writer.written_through
