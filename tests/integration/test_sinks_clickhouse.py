@@ -11,6 +11,7 @@ import pytest
 from clickhouse_connect.driver.exceptions import OperationalError
 
 from core.engine_config import EngineConfig
+from core.settings import Settings
 from core.topics import SNAPSHOTS
 from schemas import AlertStatus, Record
 from schemas.codec import encode_record
@@ -26,10 +27,13 @@ from sinks.tables import (
     THREAD_CONTEXT_LATEST,
     THREAD_CONTEXT_SNAPSHOT_INPUTS,
     THREAD_CONTEXT_SNAPSHOTS,
+    THRESHOLD_POLICIES,
 )
 from sinks.writer import Backoff, planned_ranges, record_plan, write_batch, write_flush
 from streams.batching import InputMessage
 from streams.engine.batch import process_batch
+from streams.runtime.memory import MemoryRuntime
+from streams.topology import wire
 from tests.unit.engine.builders import at, snapshot
 from tests.unit.sinks.records import (
     compaction,
@@ -313,3 +317,21 @@ def test_the_snapshot_history_holds_each_accepted_snapshot_once_and_the_input_lo
         (5, 70.0, False, "not_newer"),
         (7, 40.0, True, "accept"),
     ]
+
+
+def test_the_in_memory_runtime_writes_what_the_declared_sink_takes_into_clickhouse(db) -> None:
+    """The topology's own declaration, run in memory with the client, writes through the same ClickHouse writer."""
+    tag = uuid.uuid4().hex[:8]
+    settings = Settings(roles="sinks", topic_prefix=f"t{tag}.", sink_batch_rows=1)  # each record flushes as taken
+    runtime = MemoryRuntime(settings, at(0))
+    wire(runtime, settings, db)
+    project = f"proj-{tag}"
+    runtime.produce("policies", project, policy(project))
+    runtime.drain()
+    assert [m.key for m in runtime.written["clickhouse_sink"]] == [project.encode()]
+    rows = db.query(
+        f"SELECT project_id, safe_min_pct FROM {THRESHOLD_POLICIES.name} FINAL WHERE project_id = {{p:String}}",
+        parameters={"p": project},
+    ).result_rows
+    assert rows == [(project, 70.0)]
+    runtime.close()
