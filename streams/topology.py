@@ -49,6 +49,7 @@ from streams.aggregates.batch import (
     routes_batch,
 )
 from streams.aggregates.config import ProjectsConfig
+from streams.clickhouse_writer import ClickHouseWriter
 from streams.engine.alert_commands import route_alert_commands
 from streams.engine.batch import SLOT_CODEC, process_batch, tick_all
 from streams.engine.fold import next_deadline
@@ -57,7 +58,6 @@ from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import FoldRuntime
-from streams.sink_agents import ClickHouseWriter
 
 POLICY_CODEC = Codec(ThresholdPolicy)
 
