@@ -78,7 +78,7 @@ STALE_THREADS = Gauge("ctxbudget_threads_stale", "Threads owned by this worker w
 OPEN_ALERTS = Gauge("ctxbudget_open_alerts", "Alerts not resolved (open or acked), by type.", ["alert_type"])
 HANDOFF_PACKAGES = Gauge("ctxbudget_handoff_packages", "Threads' current handoff packages, by status.", ["status"])
 
-# -- sinks (streams/clickhouse_writer.py) -------------------------------------------------------------------------------
+# -- sinks (streams/clickhouse_writer.py) ------------------------------------------------------------------------------
 SINK_BATCH_ROWS = Histogram("ctxbudget_sink_batch_rows", "Rows per ClickHouse insert.", ["table"], buckets=ROW_BUCKETS)
 SINK_ROWS_WRITTEN = Counter("ctxbudget_sink_rows_written", "Rows inserted into ClickHouse.", ["table"])
 SINK_INSERT_SECONDS = Histogram(
