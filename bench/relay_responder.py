@@ -16,7 +16,7 @@ from pathlib import Path
 
 from api.tokens import Role, issue_token
 from reporter.handoff_write import RelayPaths
-from reporter.http_sink import HttpSink
+from reporter.http_delivery import HttpDelivery
 from reporter.readings import Identity
 from reporter.relay import Relay, ThreadWork
 from streams.simulator import worker_id_of
@@ -38,7 +38,7 @@ def worker_relays(api: str, secret: bytes, threads: Iterable[tuple[str, str]], s
         token = issue_token(secret, Role.WORKER, worker, sorted(owned), ttl=timedelta(hours=2))
         identity = Identity(node_id=worker, worker_id=worker, project_id=sorted(owned)[0])
         paths = RelayPaths(state_dir / worker)
-        relays.append(Relay(identity, HttpSink(api, token), paths.outbox(), paths.patches, work_of=_work))
+        relays.append(Relay(identity, HttpDelivery(api, token), paths.outbox(), paths.patches, work_of=_work))
     return relays
 
 

@@ -39,11 +39,11 @@ from reporter.claude_statusline import (
 from reporter.hook_acting import ANSWERED_EVENTS, Acted, act
 from reporter.hook_actions import Tool
 from reporter.hooks import hook_events, parse_hook_input
-from reporter.http_sink import HttpSink
-from reporter.kafka_sink import KafkaSink
+from reporter.http_delivery import HttpDelivery
+from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity, Reading, reading_level, to_snapshot
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 
 STATUSLINE_DRAIN_SECONDS = 1.0
@@ -87,7 +87,7 @@ def statusline(
             spool = Spool(directory)
             if not due and not len(spool):
                 return
-            asyncio.run(_report(reading if due else None, identity, spool, HttpSink(api_url, token)))
+            asyncio.run(_report(reading if due else None, identity, spool, HttpDelivery(api_url, token)))
             if due:
                 reports.reported(
                     directory / REPORTS_FILE, reading.thread_id, LastReport(at=reading.observed_at, level=level)
@@ -96,9 +96,9 @@ def statusline(
         typer.echo(f"ctxbudget statusline: not reported: {error}", err=True)
 
 
-async def _report(reading: Reading | None, identity: Identity, spool: Spool, sink: HttpSink) -> None:
+async def _report(reading: Reading | None, identity: Identity, spool: Spool, delivery: HttpDelivery) -> None:
     """Spool the reading's snapshot (when one is due) and deliver what the spool holds, for at most a second."""
-    spooled = SpooledSink(spool, sink, drain_seconds=STATUSLINE_DRAIN_SECONDS)
+    spooled = SpooledDelivery(spool, delivery, drain_seconds=STATUSLINE_DRAIN_SECONDS)
     await spooled.start()
     try:
         if reading is not None:
@@ -152,7 +152,7 @@ def hook(
         return
     try:
         if settings.kafka_bootstrap_servers:
-            asyncio.run(_to_kafka(events, KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix)))
+            asyncio.run(_to_kafka(events, KafkaDelivery(settings.kafka_bootstrap_servers, settings.topic_prefix)))
         else:
             append_events(events_file or settings.resolved_data_dir / "reporter" / "hooks.jsonl", events)
     except Exception as error:
@@ -166,10 +166,10 @@ def append_events(path: Path, events: list[SessionEvent]) -> None:
             handle.write(SESSION_EVENT_ADAPTER.dump_json(event) + b"\n")
 
 
-async def _to_kafka(events: list[SessionEvent], sink: KafkaSink) -> None:
-    await sink.start()
+async def _to_kafka(events: list[SessionEvent], delivery: KafkaDelivery) -> None:
+    await delivery.start()
     try:
         for event in events:
-            await sink.send_event(event)
+            await delivery.send_event(event)
     finally:
-        await sink.close()
+        await delivery.close()

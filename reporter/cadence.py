@@ -141,7 +141,7 @@ class Cadence:
         self._threads[key] = replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True)
 
     def answered(self, key: ThreadKey, version: int, next_required_seconds: int) -> None:
-        """The engine answered a delivered snapshot later than it was handed over (a spooled sink): its interval
+        """The engine answered a delivered snapshot later than it was handed over (a spooled delivery): its interval
         applies when that snapshot is still the thread's last one sent; an answer to an older one says nothing now."""
         thread = self._threads.get(key)
         if thread is None or thread.sent is None or thread.sent_resend is None:

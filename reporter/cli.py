@@ -20,6 +20,7 @@ from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.delivery import Delivery
 from reporter.git_facts import (
     DEFAULT_DECISION_PATHS,
     DEFAULT_HARDWARE_PATTERNS,
@@ -27,8 +28,8 @@ from reporter.git_facts import (
     FactPatterns,
     WorkFactTracker,
 )
-from reporter.http_sink import HttpSink
-from reporter.kafka_sink import KafkaSink
+from reporter.http_delivery import HttpDelivery
+from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
 from reporter.relay import Relay, ThreadWork
 from reporter.relay_runner import (
@@ -42,9 +43,8 @@ from reporter.relay_runner import (
     tracked_work,
 )
 from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
-from reporter.sink import Sink
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_delivery import SpooledDelivery
 
 
 class Source(StrEnum):
@@ -86,12 +86,14 @@ async def process_lines(command: str) -> AsyncIterator[str]:
         await process.wait()
 
 
-def _sink(settings: Settings, api_url: str | None, token: str | None, worker_id: str) -> HttpSink | KafkaSink:
+def _delivery(
+    settings: Settings, api_url: str | None, token: str | None, worker_id: str
+) -> HttpDelivery | KafkaDelivery:
     if api_url:
-        return HttpSink(api_url, token)
+        return HttpDelivery(api_url, token)
     if not settings.kafka_bootstrap_servers:
         raise typer.BadParameter("give --api-url, or set CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS to send to Kafka")
-    return KafkaSink(settings.kafka_bootstrap_servers, settings.topic_prefix, worker_id)
+    return KafkaDelivery(settings.kafka_bootstrap_servers, settings.topic_prefix, worker_id)
 
 
 def fact_patterns(
@@ -235,7 +237,7 @@ def report(
         _run(
             source,
             settings,
-            _sink(settings, api_url, token, worker_id),
+            _delivery(settings, api_url, token, worker_id),
             identity,
             lines,
             tailers,
@@ -305,7 +307,7 @@ def _tailers(
 async def _run(
     source: Source | None,
     settings: Settings,
-    sink: Sink,
+    delivery: Delivery,
     identity: Identity,
     lines: AsyncIterator[str],
     tailers: list[AnyTailer],
@@ -316,16 +318,16 @@ async def _run(
     asking: _Asking,
 ) -> int:
     """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
-    if isinstance(sink, KafkaSink):
-        await sink.start()
-    inner = sink
+    if isinstance(delivery, KafkaDelivery):
+        await delivery.start()
+    inner = delivery
     if source is not Source.EVENTS:
-        sink = SpooledSink(Spool(spool_dir), sink)
-        await sink.start()
+        delivery = SpooledDelivery(Spool(spool_dir), delivery)
+        await delivery.start()
     # compaction events not delivered survive a restart beside the spool
-    reporter = Reporter(identity, sink, CODEX_PROFILES[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
+    reporter = Reporter(identity, delivery, CODEX_PROFILES[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
     relay, poll = None, None
-    if relay_options.enabled and isinstance(inner, HttpSink | KafkaSink):
+    if relay_options.enabled and isinstance(inner, HttpDelivery | KafkaDelivery):
         client = asking.client
         if client is not None:
             asker, work = client, app_server_work(client, relay_options.cwd, now())
@@ -352,16 +354,16 @@ async def _run(
             elif source is None:
                 await run_rollouts(reporter, tailers, poll_seconds)
             else:
-                skipped_events = await run_events(sink, lines)
+                skipped_events = await run_events(delivery, lines)
                 typer.echo(f"skipped lines: {dict(skipped_events.counts)}", err=True)
     finally:
         if asking.client is not None:
             await asking.client.close()
-        await sink.close()
-    return _summary(reporter, sink, relay)
+        await delivery.close()
+    return _summary(reporter, delivery, relay)
 
 
-def _summary(reporter: Reporter, sink: Sink, relay: Relay | None) -> int:
+def _summary(reporter: Reporter, delivery: Delivery, relay: Relay | None) -> int:
     """Say what was delivered and what was kept; the count of snapshots and events not delivered (what the relay
     still owes is kept on disk and said, not counted: an action the API has not stored yet is no failure)."""
     if relay is not None:
@@ -372,11 +374,13 @@ def _summary(reporter: Reporter, sink: Sink, relay: Relay | None) -> int:
             f" {relay.outbox.rejected} refused, {owed} kept for the next run",
             err=True,
         )
-    if not isinstance(sink, SpooledSink):
+    if not isinstance(delivery, SpooledDelivery):
         typer.echo(f"sent {reporter.sent} snapshots", err=True)
         return 0
-    rejected = f"rejected {sink.rejected}" + (f" (set aside in {sink.rejected_path})" if sink.rejected else "")
-    left = f"left {len(sink.spool)}" + (" (kept for the next run)" if len(sink.spool) else "")
+    spooled = delivery
+    rejected = f"rejected {spooled.rejected}" + (f" (set aside in {spooled.rejected_path})" if spooled.rejected else "")
+    left = f"left {len(spooled.spool)}" + (" (kept for the next run)" if len(spooled.spool) else "")
     events = f"; compaction events left {reporter.events_left}" if reporter.events_left else ""
-    typer.echo(f"spooled {reporter.sent} snapshots, delivered {sink.delivered}, {rejected}, {left}{events}", err=True)
-    return sink.rejected + len(sink.spool) + reporter.events_left
+    delivered = f"delivered {spooled.delivered}"
+    typer.echo(f"spooled {reporter.sent} snapshots, {delivered}, {rejected}, {left}{events}", err=True)
+    return spooled.rejected + len(spooled.spool) + reporter.events_left

@@ -23,7 +23,7 @@ from core.settings import Settings
 from reporter.agent_handoff import AgentHandoff
 from reporter.budget_api import ApiUnavailable, BudgetApi
 from reporter.handoff_write import RelayPaths, write_handoff
-from reporter.http_sink import HttpSink
+from reporter.http_delivery import HttpDelivery
 from reporter.readings import Identity
 from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
@@ -97,7 +97,7 @@ def write(
     identity = Identity(node_id="", worker_id="", project_id=project_id, task_id=task_id)
     since_utc = since.replace(tzinfo=since.tzinfo or UTC) if since else None
     package, left = asyncio.run(
-        write_handoff(agent, identity, thread, cwd.resolve(), since_utc, paths, HttpSink(api_url, token), _now())
+        write_handoff(agent, identity, thread, cwd.resolve(), since_utc, paths, HttpDelivery(api_url, token), _now())
     )
     typer.echo(f"handoff package {package.handoff_package_id} of {thread}: {package.package_status.value}", err=True)
     if left:

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Protocol
 
 from reporter.agent_handoff import AgentHandoff
+from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from reporter.git_facts import Checklist
 from reporter.handoff_assembly import assemble, gather, promote
 from reporter.readings import Identity
 from reporter.relay_outbox import Owed, RelayDeliverer, RelayOutbox
-from reporter.sink import Backoff, DeliveryError, RejectedRecord
 from schemas import (
     HandoffPackage,
     MasterAction,
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 WRAP_UP = frozenset({MasterAction.PREPARE_HANDOFF, MasterAction.PRE_COMPACTION_WRAP_UP})
 """The actions the worker answers with a package (spec 8.3)."""
 DEFAULT_ASK_SECONDS = 120.0
-RETRY = Backoff(base_delay_seconds=1.0, max_delay_seconds=30.0)
+RETRY = RetryDelays(base_delay_seconds=1.0, max_delay_seconds=30.0)
 
 
 class AgentAsker(Protocol):

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from reporter.atomic_file import write_atomically
-from reporter.sink import DeliveryError, RejectedRecord
+from reporter.delivery import DeliveryError, RejectedRecord
 from schemas import HandoffPackage, MasterActionCommandKind
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from reporter.app_server_client import AppServerClient
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.git_facts import WorkFactTracker
 from reporter.handoff_write import InboxAsker, RelayPaths
-from reporter.http_sink import HttpSink
-from reporter.kafka_sink import KafkaSink
+from reporter.http_delivery import HttpDelivery
+from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
 from reporter.relay import DEFAULT_ASK_SECONDS, AgentAsker, Relay, ThreadWork
 from reporter.reporter import Reporter, run_app_server
@@ -44,19 +44,19 @@ class RelayOptions:
 def build_relay(
     options: RelayOptions,
     identity: Identity,
-    sink: HttpSink | KafkaSink,
+    delivery: HttpDelivery | KafkaDelivery,
     spool_dir: Path,
     asker: AgentAsker | None,
     work_of: Callable[[str], ThreadWork],
 ) -> tuple[Relay, Poll | None]:
     """The relay and, for a worker reporting to Kafka, how it lists its actions."""
     paths = RelayPaths(spool_dir)
-    relay = Relay(identity, sink, paths.outbox(), paths.patches, asker, work_of, ask_seconds=options.ask_seconds)
-    if isinstance(sink, HttpSink):
-        sink.on_response = relay.take_response
+    relay = Relay(identity, delivery, paths.outbox(), paths.patches, asker, work_of, ask_seconds=options.ask_seconds)
+    if isinstance(delivery, HttpDelivery):
+        delivery.on_response = relay.take_response
         return relay, None
     if options.actions_url:
-        return relay, HttpSink(options.actions_url, options.token).open_actions
+        return relay, HttpDelivery(options.actions_url, options.token).open_actions
     return relay, None
 
 

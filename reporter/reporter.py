@@ -1,11 +1,11 @@
-"""The reporter: readings in, snapshots out through a sink at the cadence of spec 5.1; session events passed through.
+"""The reporter: readings in, snapshots delivered at the cadence of spec 5.1; session events passed through.
 
 `Reporter` is importable by workers that embed it: feed it readings (`observe`), set must-finish when the worker knows
 it, and call `flush` whenever `next_due` comes. The `run_*` coroutines drive it from the three sources.
 
-Give it a `SpooledSink` (as `ctxbudget report` does) and every snapshot it decides to send is stored on disk at once
+Give it a `SpooledDelivery` (as `ctxbudget report` does) and every snapshot it decides to send is stored on disk at once
 and delivered in order whenever the receiver is up (`reporter.spool`); the engine's answered interval comes back
-through `answered`. With a plain sink, a failed delivery pauses reporting and only each thread's latest reading
+through `answered`. With a plain delivery, a failed delivery pauses reporting and only each thread's latest reading
 stays due.
 
 A compaction the tool announces before it reports usage again (`Reading.usage_stale`) is said at once as a
@@ -32,10 +32,10 @@ from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.delivery import Delivery, DeliveryError, RejectedRecord
 from reporter.jsonl_tailer import JsonlTailer
 from reporter.readings import Identity, Reading, SkipLog, compaction_events, reading_level, to_snapshot
-from reporter.sink import DeliveryError, RejectedRecord, Sink
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
 from schemas.codec import Codec, DecodeError
 
@@ -47,7 +47,7 @@ EVENTS_PER_REQUEST = 200
 """Session events sent in one request (a round of hundreds of busy threads reads a few hundred, each well under a
 kilobyte: far below the API's body limit)."""
 DELIVERY_PAUSE = timedelta(seconds=5)
-"""After the sink gave up (its own retries exhausted), wait this long before the next attempt."""
+"""After the delivery gave up (its own retries exhausted), wait this long before the next attempt."""
 
 
 def _utc_now() -> datetime:
@@ -64,7 +64,7 @@ class Reporter:
     def __init__(
         self,
         identity: Identity,
-        sink: Sink,
+        delivery: Delivery,
         profile: CodexProfile = DEFAULT_CODEX_PROFILE,
         cadence: Cadence | None = None,
         clock: Callable[[], datetime] = _utc_now,
@@ -72,7 +72,7 @@ class Reporter:
     ) -> None:
         """`pending_events`: where compaction events not delivered yet are kept across restarts (one JSON a line)."""
         self.identity = identity
-        self.sink = sink
+        self.delivery = delivery
         self.profile = profile
         self.cadence = cadence or Cadence()
         self.clock = clock
@@ -83,11 +83,11 @@ class Reporter:
         """Per thread and source, the compaction count last said as an event."""
         self._pending_events = pending_events
         self._events: list[SessionEvent] = _load_events(pending_events)
-        """Compaction events not delivered yet, in order: kept (and saved) until the sink takes them."""
+        """Compaction events not delivered yet, in order: kept (and saved) until the delivery takes them."""
         self.woken = asyncio.Event()
         """Set when what is due may have changed (a reading, an answered interval): the run loops wait on it."""
-        if isinstance(sink, SpooledSink):
-            sink.on_answer = self.answered
+        if isinstance(delivery, SpooledDelivery):
+            delivery.on_answer = self.answered
 
     def observe(self, reading: Reading) -> None:
         """Take a new reading of a thread; a significant change makes it due at once."""
@@ -136,7 +136,7 @@ class Reporter:
         delivered = 0
         for item in outgoing:
             try:
-                interval = await self.sink.send_snapshot(self._snapshot(item))
+                interval = await self.delivery.send_snapshot(self._snapshot(item))
             except DeliveryError as error:
                 log.warning("reporter: delivery failed, retrying in %.0f s: %s", DELIVERY_PAUSE.total_seconds(), error)
                 self._paused_until = self.clock() + DELIVERY_PAUSE
@@ -153,7 +153,7 @@ class Reporter:
         """Send the pending events in order; on failure keep the rest (saved for the next run) and pause."""
         while self._events:
             try:
-                await self.sink.send_event(self._events[0])
+                await self.delivery.send_event(self._events[0])
             except DeliveryError as error:
                 log.warning(
                     "reporter: event delivery failed, retrying in %.0f s: %s", DELIVERY_PAUSE.total_seconds(), error
@@ -167,8 +167,8 @@ class Reporter:
                     )
                 return
             except RejectedRecord as error:
-                if isinstance(self.sink, SpooledSink):
-                    self.sink.set_aside("session_event", self._events[0], str(error))
+                if isinstance(self.delivery, SpooledDelivery):
+                    self.delivery.set_aside("session_event", self._events[0], str(error))
                 else:
                     log.error("reporter: the receiver rejected a session event: %s", error)
             self._events.pop(0)
@@ -205,7 +205,7 @@ async def run_app_server(
 ) -> None:
     """Report from app-server notification lines until they end.
 
-    Lines are parsed as they come, whatever the sink is doing (a slow or unavailable API never holds up the stream
+    Lines are parsed as they come, whatever the delivery is doing (a slow or unavailable API never holds up the stream
     being read); the cadence keeps only each thread's latest reading, so memory stays bounded by the threads.
     """
     parser = parser or CodexAppServerParser()
@@ -244,7 +244,7 @@ async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTail
             for reading in tailer.poll():
                 reporter.observe(reading)
             _work_facts(reporter, tailer)
-        delivered = [await _send_events(reporter.sink, tailer, reporter.identity) for tailer in tailers]
+        delivered = [await _send_events(reporter.delivery, tailer, reporter.identity) for tailer in tailers]
         await reporter.flush()
         for tailer, done in zip(tailers, delivered, strict=True):
             if done:  # else a restart re-reads the lines and derives the same events again
@@ -270,7 +270,7 @@ def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
         reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
-async def _send_events(sink: Sink, tailer: AnyTailer, identity: Identity) -> bool:
+async def _send_events(delivery: Delivery, tailer: AnyTailer, identity: Identity) -> bool:
     """The files' session events, stamped with who reports them (the API admits an event only for a project, and the
     projection publishes a reading only for a thread whose node and worker it knows), a batch per request; what could
     not be delivered is kept for the next round, in order, and one the receiver refused is set aside with the reason
@@ -279,30 +279,30 @@ async def _send_events(sink: Sink, tailer: AnyTailer, identity: Identity) -> boo
     for start in range(0, len(events), EVENTS_PER_REQUEST):
         batch = [_stamped(event, identity) for event in events[start : start + EVENTS_PER_REQUEST]]
         try:
-            await sink.send_events(batch)
+            await delivery.send_events(batch)
             continue
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
             left: int | None = 0
         except RejectedRecord:
-            left = await _send_each(sink, batch)
+            left = await _send_each(delivery, batch)
         if left is not None:
             tailer.return_events(events[start + left :])
             return False
     return True
 
 
-async def _send_each(sink: Sink, events: list[SessionEvent]) -> int | None:
+async def _send_each(delivery: Delivery, events: list[SessionEvent]) -> int | None:
     """Send one by one, setting aside what the receiver refuses; the index of the first not delivered, if any."""
     for index, event in enumerate(events):
         try:
-            await sink.send_event(event)
+            await delivery.send_event(event)
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
             return index
         except RejectedRecord as error:
-            if isinstance(sink, SpooledSink):
-                sink.set_aside("session_event", event, str(error))
+            if isinstance(delivery, SpooledDelivery):
+                delivery.set_aside("session_event", event, str(error))
             else:
                 log.error("reporter: the receiver rejected a session event: %s", error)
     return None
@@ -314,7 +314,7 @@ def _stamped(event: SessionEvent, identity: Identity) -> SessionEvent:
     return event.model_copy(update=missing) if missing else event
 
 
-async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:
+async def run_events(delivery: Delivery, lines: AsyncIterator[str]) -> SkipLog:
     """Validate and pass through our own session events, one JSON object per line; invalid lines are skipped."""
     skipped = SkipLog("session events")
     async for line in lines:
@@ -325,5 +325,5 @@ async def run_events(sink: Sink, lines: AsyncIterator[str]) -> SkipLog:
         except DecodeError as error:
             skipped.skip(error.reason, error.detail)
             continue
-        await sink.send_event(event)
+        await delivery.send_event(event)
     return skipped

@@ -11,7 +11,7 @@ the spool replays the log; a torn frame at the end (a crash in the middle of a w
 whose `append` never returned can be missing. The log is rewritten (temporary file, fsync, atomic rename, fsync of the
 directory) when its dead frames outweigh the live ones, so it stays within about twice the bound.
 
-Nothing twice. A record leaves the spool only after the sink confirmed it. A crash between the confirmation and the
+Nothing twice. A record leaves the spool only after the receiver confirmed it. A crash between the confirmation and the
 GONE frame sends that record again after the restart: the very same snapshot, with the same `snapshot_id`,
 `snapshot_version` and `captured_at`, which the engine drops as not newer (`core.precedence`). That is the
 whole "nothing sent twice" guarantee: at-least-once delivery of records that are idempotent at the receiver.
@@ -148,7 +148,7 @@ class Spool:
         os.fsync(self._file.fileno())
 
     def remove(self, seq: int) -> None:
-        """The sink confirmed the record: it leaves the spool (a record already dropped is no error)."""
+        """The receiver confirmed the record: it leaves the spool (a record already dropped is no error)."""
         if seq not in self._pending:
             return
         self._file.write(self._forget(self._pending[seq]))

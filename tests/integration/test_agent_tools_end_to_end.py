@@ -28,7 +28,7 @@ from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, to_snapshot
-from reporter.spooled_sink import REJECTED_NAME
+from reporter.spooled_delivery import REJECTED_NAME
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
 from streams.local_kafka import free_port
 from streams.topic_admin import ensure_topics

@@ -1,4 +1,4 @@
-"""The reporter on the real broker: a Codex app-server session, through the spool and the Kafka sink, onto the
+"""The reporter on the real broker: a Codex app-server session, through the spool and the Kafka delivery, onto the
 engine's snapshot topic keyed by thread, each thread's snapshots in order."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from api.tokens import Role, issue_token
 from core.settings import Settings
 from core.topics import SESSION_EVENTS, SNAPSHOTS
 from reporter.cli import APP_SERVER_STATE
-from reporter.kafka_sink import KafkaSink
+from reporter.kafka_delivery import KafkaDelivery
 from reporter.reporter import Reporter, run_app_server
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, Codec, SessionEvent, ThreadContextSnapshot
 from sinks.migrations import migrate
 from streams.topic_admin import ensure_topics
@@ -81,9 +81,9 @@ async def _read(settings: Settings, topic: str, count: int) -> list[tuple[bytes,
 async def test_an_app_server_session_lands_on_snapshots_keyed_by_thread_in_order(settings: Settings, tmp_path) -> None:
     app_server_lines = (FIXTURES / "app_server_session.jsonl").read_text().splitlines()
     await ensure_topics(settings)
-    kafka = KafkaSink(settings.kafka_bootstrap_servers or "", settings.topic_prefix)
+    kafka = KafkaDelivery(settings.kafka_bootstrap_servers or "", settings.topic_prefix)
     await kafka.start()
-    spooled = SpooledSink(Spool(tmp_path / "spool"), kafka, drain_seconds=30)
+    spooled = SpooledDelivery(Spool(tmp_path / "spool"), kafka, drain_seconds=30)
     await spooled.start()
     clock = _Clock()
     reporter = Reporter(IDENTITY, spooled, clock=clock)

@@ -114,15 +114,15 @@ def test_snapshot_carries_tool_model_and_shown_percent(tmp_path: Path) -> None:
 
 async def test_the_reporter_sends_a_claude_thread_with_its_compaction(tmp_path: Path) -> None:
     from tests.unit.reporter.test_reporter import IDENTITY as REPORTER_IDENTITY
-    from tests.unit.reporter.test_reporter import Reporter, _Clock, _Sink
+    from tests.unit.reporter.test_reporter import Reporter, _Clock, _Delivery
 
     tailer = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "state.json")
-    sink = _Sink()
-    reporter = Reporter(REPORTER_IDENTITY, sink, clock=_Clock())
+    delivery = _Delivery()
+    reporter = Reporter(REPORTER_IDENTITY, delivery, clock=_Clock())
     for reading in tailer.poll():
         reporter.observe(reading)
     await reporter.flush(final=True)
-    last = sink.snapshots[-1]
+    last = delivery.snapshots[-1]
     assert (last.thread_id, last.compaction_count, last.agent_tool) == (AUTO_SESSION, 1, "claude-code")
     assert last.context_budget_remaining_pct == (155_317 - 35_316) / 155_317 * 100
 
@@ -220,20 +220,20 @@ async def test_the_rollouts_loop_sends_a_transcripts_events_and_snapshots(tmp_pa
 
     from reporter.reporter import run_rollouts
     from tests.unit.reporter.test_reporter import IDENTITY as REPORTER_IDENTITY
-    from tests.unit.reporter.test_reporter import Reporter, _Sink
+    from tests.unit.reporter.test_reporter import Reporter, _Delivery
 
     projects = _project(tmp_path, MANUAL, "ae4a77f8")
     tailer = TranscriptTailer(projects, tmp_path / "state.json", collect_events=True)
-    sink = _Sink()
-    task = asyncio.create_task(run_rollouts(Reporter(REPORTER_IDENTITY, sink), tailer, poll_seconds=0.05))
+    delivery = _Delivery()
+    task = asyncio.create_task(run_rollouts(Reporter(REPORTER_IDENTITY, delivery), tailer, poll_seconds=0.05))
     await asyncio.sleep(0.3)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    assert [e.type for e in sink.events if e.type.startswith("compaction")] == [
+    assert [e.type for e in delivery.events if e.type.startswith("compaction")] == [
         "compaction_started",
         "compaction_summary",
         "compaction_completed",
     ]
-    assert sink.snapshots[0].thread_id == "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the records name it
+    assert delivery.snapshots[0].thread_id == "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the records name it
     assert (tmp_path / "state.json").exists()

@@ -30,7 +30,7 @@ from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
 from tests.unit.reporter.test_git_facts import T0, _git, _repo
-from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Sink
+from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Delivery
 
 DATA = Path(__file__).parents[2] / "data" / "codex"
 COMPACTION = DATA / "localpush-compaction-excerpt-019c8a59.jsonl"
@@ -217,19 +217,19 @@ async def test_a_codex_thread_reports_its_work_facts_like_a_claude_thread(tmp_pa
             {"type": "function_call_output", "call_id": "call_f", "output": "Process running with session ID 3\n"},
         )
     )
-    clock, sink = _Clock(), _Sink()
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    clock, delivery = _Clock(), _Delivery()
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     tailer = RolloutTailer(tmp_path / "sessions", tmp_path / "state.json", True, WorkFactTracker(FactPatterns()))
     await _run_a_while(reporter, tailer)
-    facts = {(e.fact, e.active, tuple(e.files), e.detail) for e in sink.events if e.type == "work_fact_changed"}
+    facts = {(e.fact, e.active, tuple(e.files), e.detail) for e in delivery.events if e.type == "work_fact_changed"}
     assert facts == {
         (WorkFact.UNCOMMITTED_PATCH, True, ("app.py",), ""),
         (WorkFact.UNRECORDED_TEST_RESULTS, True, (), "pytest -q: passed"),
         (WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP, True, (), "esptool.py --port /dev/ttyUSB0 write_flash 0x0 fw.bin"),
     }
-    assert sink.snapshots[-1].must_finish_before_compaction is True
-    assert sink.snapshots[-1].thread_id == thread
-    assert {e.type for e in sink.events} >= {"usage_sample", "message_added", "work_fact_changed"}
+    assert delivery.snapshots[-1].must_finish_before_compaction is True
+    assert delivery.snapshots[-1].thread_id == thread
+    assert {e.type for e in delivery.events} >= {"usage_sample", "message_added", "work_fact_changed"}
 
     _git(repo, "commit", "-qam", "x is 3", at=T0 + timedelta(minutes=2))
     with rollout.open("a") as handle:
@@ -242,7 +242,7 @@ async def test_a_codex_thread_reports_its_work_facts_like_a_claude_thread(tmp_pa
         )
     clock.now += timedelta(seconds=5)
     await _run_a_while(reporter, tailer)
-    cleared = {(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"} - {
+    cleared = {(e.fact, e.active) for e in delivery.events if e.type == "work_fact_changed"} - {
         (f, a) for f, a, _, _ in facts
     }
     assert cleared == {
@@ -250,26 +250,26 @@ async def test_a_codex_thread_reports_its_work_facts_like_a_claude_thread(tmp_pa
         (WorkFact.UNRECORDED_TEST_RESULTS, False),
         (WorkFact.UNINTERRUPTIBLE_HARDWARE_STEP, False),
     }
-    assert sink.snapshots[-1].must_finish_before_compaction is False
+    assert delivery.snapshots[-1].must_finish_before_compaction is False
 
 
 async def test_a_compaction_the_tailer_says_is_not_said_again_by_the_reporter(tmp_path: Path) -> None:
     shutil.copy(COMPACTION, tmp_path / COMPACTION.name)
-    sink = _Sink()
-    reporter = Reporter(IDENTITY, sink, clock=_Clock())
+    delivery = _Delivery()
+    reporter = Reporter(IDENTITY, delivery, clock=_Clock())
     await _run_a_while(reporter, RolloutTailer(tmp_path, tmp_path / "state.json", collect_events=True))
-    assert [e.event_id for e in sink.events if e.type == "compaction_completed"] == [
-        e.event_id for e in sink.events if e.type == "compaction_completed" and e.event_id.startswith("cx-")
+    assert [e.event_id for e in delivery.events if e.type == "compaction_completed"] == [
+        e.event_id for e in delivery.events if e.type == "compaction_completed" and e.event_id.startswith("cx-")
     ]
-    assert sum(e.type == "compaction_completed" for e in sink.events) == 1
+    assert sum(e.type == "compaction_completed" for e in delivery.events) == 1
 
 
 async def test_events_go_out_stamped_and_a_refused_one_is_set_aside(tmp_path: Path) -> None:
-    from reporter.sink import RejectedRecord
+    from reporter.delivery import RejectedRecord
     from reporter.spool import Spool
-    from reporter.spooled_sink import SpooledSink
+    from reporter.spooled_delivery import SpooledDelivery
 
-    class Refusing(_Sink):
+    class Refusing(_Delivery):
         async def send_event(self, event: SessionEvent) -> None:
             if isinstance(event, ToolResultAdded):
                 raise RejectedRecord("422: refused")
@@ -277,7 +277,7 @@ async def test_events_go_out_stamped_and_a_refused_one_is_set_aside(tmp_path: Pa
 
     shutil.copy(COMPACTION, tmp_path / COMPACTION.name)
     inner = Refusing()
-    spooled = SpooledSink(Spool(tmp_path / "spool"), inner)
+    spooled = SpooledDelivery(Spool(tmp_path / "spool"), inner)
     await spooled.start()
     await _run_a_while(Reporter(IDENTITY, spooled, clock=_Clock()), RolloutTailer(tmp_path, tmp_path / "s.json", True))
     await spooled.close()

@@ -114,7 +114,7 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
 
     from reporter.claude_code import TranscriptTailer
     from reporter.reporter import run_rollouts
-    from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Sink
+    from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Delivery
 
     repo = _repo(tmp_path)
     (repo / "app.py").write_text("x = 3\n")
@@ -126,8 +126,8 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
         _record("assistant", "a1", T0 + timedelta(minutes=1), repo, call)
         + _record("user", "u1", T0 + timedelta(minutes=1), repo, result)
     )
-    clock, sink = _Clock(), _Sink()
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    clock, delivery = _Clock(), _Delivery()
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     tailer = TranscriptTailer(
         tmp_path / "projects", tmp_path / "state.json", collect_events=True, facts=WorkFactTracker()
     )
@@ -140,9 +140,9 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
             await task
 
     await run_a_while()
-    facts = {(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"}
+    facts = {(e.fact, e.active) for e in delivery.events if e.type == "work_fact_changed"}
     assert facts == {(WorkFact.UNCOMMITTED_PATCH, True), (WorkFact.UNRECORDED_TEST_RESULTS, True)}
-    assert sink.snapshots[-1].must_finish_before_compaction is True
+    assert delivery.snapshots[-1].must_finish_before_compaction is True
 
     _git(repo, "commit", "-qam", "x is 3", at=T0 + timedelta(minutes=2))  # the agent's own commit, below
     commit = [{"type": "tool_use", "id": "tu2", "name": "Bash", "input": {"command": "git commit -qam 'x is 3'"}}]
@@ -152,9 +152,9 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
         handle.write(_record("user", "u2", T0 + timedelta(minutes=3), repo, committed))
     clock.now += timedelta(seconds=5)
     await run_a_while()
-    cleared = [(e.fact, e.active) for e in sink.events if e.type == "work_fact_changed"][2:]
+    cleared = [(e.fact, e.active) for e in delivery.events if e.type == "work_fact_changed"][2:]
     assert set(cleared) == {(WorkFact.UNCOMMITTED_PATCH, False), (WorkFact.UNRECORDED_TEST_RESULTS, False)}
-    assert sink.snapshots[-1].must_finish_before_compaction is False
+    assert delivery.snapshots[-1].must_finish_before_compaction is False
 
 
 def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refresh(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def repo_with_a_change(tmp_path: Path) -> Path:
 
 
 def run_write(tmp_path: Path, url: str, stdin: str, monkeypatch) -> object:
-    monkeypatch.setattr("reporter.http_sink.RetryPolicy.attempts", 1)
+    monkeypatch.setattr("reporter.http_delivery.RetryPolicy.attempts", 1)
     args = ["handoff", "write", "--thread", "thr-1", "--project-id", "proj-1", "--api-url", url]
     args += ["--cwd", str(repo_with_a_change(tmp_path)), "--spool-dir", str(tmp_path / "spool")]
     return CliRunner().invoke(app, args, input=stdin)
@@ -64,7 +64,7 @@ def test_a_part_not_in_the_shape_is_refused_with_the_reason_and_nothing_is_poste
 
 
 def test_an_unreachable_api_keeps_both_versions_for_the_next_run(tmp_path, serve, monkeypatch) -> None:
-    monkeypatch.setattr("reporter.http_sink.Backoff.delay", lambda self, attempt, retry_after: 0.0)
+    monkeypatch.setattr("reporter.http_delivery.RetryDelays.delay", lambda self, attempt, retry_after: 0.0)
     api = serve([ACCEPTED])
     api.down = True
     result = run_write(tmp_path, api.url, json.dumps(PART), monkeypatch)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from reporter.agent_handoff import AgentHandoff
+from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.handoff_assembly import FACTS_ONLY_MARK
 from reporter.readings import Identity
 from reporter.relay import Relay, ThreadWork, package_id
 from reporter.relay_outbox import OUTBOX_NAME, RelayOutbox
-from reporter.sink import DeliveryError, RejectedRecord
 from schemas import (
     ContextBudgetLevel,
     HandoffPackage,

@@ -9,11 +9,11 @@ from pathlib import Path
 from reporter.cli import file_lines
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
+from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events
-from reporter.sink import DeliveryError, RejectedRecord
 from reporter.spool import Spool
-from reporter.spooled_sink import SpooledSink
+from reporter.spooled_delivery import SpooledDelivery
 from schemas import (
     CompactionCompleted,
     CompactionStarted,
@@ -36,7 +36,7 @@ class _Clock:
         return self.now
 
 
-class _Sink:
+class _Delivery:
     def __init__(self, down: int = 0) -> None:
         self.snapshots: list[ThreadContextSnapshot] = []
         self.events: list[SessionEvent] = []
@@ -65,7 +65,7 @@ class _Sink:
 
 
 async def _ticking(lines: list[str], clock: _Clock, reporter: Reporter) -> AsyncIterator[str]:
-    """One line a second, each after the reporter has sent what was due (a stream slower than the sink)."""
+    """One line a second, each after the reporter has sent what was due (a stream slower than the delivery)."""
     for line in lines:
         while reporter.cadence.due(clock.now):  # noqa: ASYNC110 - a pure condition, no event to wait on
             await asyncio.sleep(0)
@@ -74,10 +74,10 @@ async def _ticking(lines: list[str], clock: _Clock, reporter: Reporter) -> Async
 
 
 async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
-    clock, sink = _Clock(), _Sink()
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    clock, delivery = _Clock(), _Delivery()
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     await run_app_server(reporter, _ticking(lines, clock, reporter))
-    return sink.snapshots
+    return delivery.snapshots
 
 
 async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
@@ -111,9 +111,9 @@ async def test_the_same_input_gives_the_same_snapshot_ids(app_server_lines) -> N
 
 
 async def test_a_failed_delivery_is_retried_after_the_pause() -> None:
-    clock, sink = _Clock(), _Sink(down=1)
+    clock, delivery = _Clock(), _Delivery(down=1)
     tailer = RolloutTailer(FIXTURES, Path("/nonexistent/state.json"))
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     for reading in tailer.poll():
         reporter.observe(reading)
     assert await reporter.flush() == 0
@@ -126,7 +126,7 @@ async def test_a_restarted_rollout_reporter_resends_its_last_reading_as_a_duplic
     (tmp_path / ROLLOUT_FILE.name).write_bytes(ROLLOUT_FILE.read_bytes())
     state = tmp_path / "state.json"
     clock = _Clock()
-    before, after = _Sink(), _Sink()
+    before, after = _Delivery(), _Delivery()
     tailer = RolloutTailer(tmp_path, state)
     reporter = Reporter(IDENTITY, before, clock=clock)
     for reading in tailer.poll():
@@ -143,35 +143,35 @@ async def test_a_restarted_rollout_reporter_resends_its_last_reading_as_a_duplic
 
 
 async def test_must_finish_goes_out_at_once_with_a_newer_version(app_server_lines) -> None:
-    clock, sink = _Clock(), _Sink()
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    clock, delivery = _Clock(), _Delivery()
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
     clock.now += timedelta(seconds=1)
     reporter.set_must_finish("thr_a", True)
     assert await reporter.flush() == 1
-    previous, flagged = sink.snapshots[-2:]
+    previous, flagged = delivery.snapshots[-2:]
     assert flagged.must_finish_before_compaction
     assert flagged.snapshot_version == previous.snapshot_version + 1
 
 
 async def test_session_events_pass_through_after_validation() -> None:
-    sink = _Sink()
-    skipped = await run_events(sink, file_lines(FIXTURES / "session_events.jsonl"))
-    assert [e.event_id for e in sink.events] == ["ev-1", "ev-2", "ev-4"]
+    delivery = _Delivery()
+    skipped = await run_events(delivery, file_lines(FIXTURES / "session_events.jsonl"))
+    assert [e.event_id for e in delivery.events] == ["ev-1", "ev-2", "ev-4"]
     assert skipped.counts == {"validation_error": 1}
 
 
 async def test_a_directory_of_old_rollouts_is_reported_once_at_its_own_times_not_revived() -> None:
-    clock, sink = _Clock(), _Sink()
+    clock, delivery = _Clock(), _Delivery()
     clock.now = T0 + timedelta(days=30)  # the reporter starts a month after the session ended
-    reporter = Reporter(IDENTITY, sink, clock=clock)
+    reporter = Reporter(IDENTITY, delivery, clock=clock)
     for reading in RolloutTailer(FIXTURES, Path("/nonexistent/state.json")).poll():
         reporter.observe(reading)
     await reporter.flush()
     for _ in range(100):  # an hour of the reporter's time
         clock.now += timedelta(seconds=36)
         await reporter.flush()
-    [snapshot] = sink.snapshots
+    [snapshot] = delivery.snapshots
     assert snapshot.captured_at == datetime(2026, 3, 25, 7, 30, tzinfo=UTC)  # its last line's timestamp
     assert reporter.seconds_until_due() is None
 
@@ -193,8 +193,8 @@ def _compaction_line(thread: str) -> str:
 
 
 async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the_tool_reports_again() -> None:
-    clock, sink = _Clock(), _Sink()
-    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+    clock, delivery = _Clock(), _Delivery()
+    reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
 
     async def feed(line: str) -> None:
         if (reading := parser.feed(line, clock())) is not None:
@@ -208,20 +208,20 @@ async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the
     for _ in range(60):  # a minute with no usage: critical would be re-sent every 5 s
         clock.now += timedelta(seconds=1)
         await reporter.flush()
-    [before] = sink.snapshots  # nothing re-presents the pre-compaction occupancy as current
+    [before] = delivery.snapshots  # nothing re-presents the pre-compaction occupancy as current
     assert before.context_budget_level is ContextBudgetLevel.CRITICAL
     assert before.captured_at == T0
 
     await feed(_usage_line("t", 30_000))
-    after = sink.snapshots[-1]
-    assert len(sink.snapshots) == 2
+    after = delivery.snapshots[-1]
+    assert len(delivery.snapshots) == 2
     assert (after.compaction_count, after.last_compaction_at) == (1, compacted_at)
     assert (after.context_budget_level, after.captured_at) == (ContextBudgetLevel.SAFE, clock.now)
 
 
 async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_percent_is_sent() -> None:
-    clock, sink = _Clock(), _Sink()
-    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+    clock, delivery = _Clock(), _Delivery()
+    reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
 
     async def feed(line: str) -> None:
         if (reading := parser.feed(line, clock())) is not None:
@@ -231,7 +231,7 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
     await feed(_usage_line("t", 240_000))
     clock.now += timedelta(seconds=1)
     await feed(_compaction_line("t"))
-    start, event = sink.events  # its start too: the projection records at the start whether a package was ready
+    start, event = delivery.events  # its start too: the projection records at the start whether a package was ready
     assert isinstance(start, CompactionStarted)
     assert isinstance(event, CompactionCompleted)
     assert (start.occurred_at, start.tokens_before, start.trigger_mode) == (clock.now, 240_000, event.trigger_mode)
@@ -242,61 +242,61 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
         None,  # unknown until the tool reports usage again
     )
     assert (event.project_id, event.worker_id, event.node_id) == ("proj-001", "worker-mac-01", "mac-01")
-    assert [s.captured_at for s in sink.snapshots] == [T0]  # no snapshot with the stale percent
+    assert [s.captured_at for s in delivery.snapshots] == [T0]  # no snapshot with the stale percent
     for _ in range(30):
         clock.now += timedelta(seconds=1)
         await reporter.flush()
-    assert (len(sink.events), len(sink.snapshots)) == (2, 1)  # said once, and still no stale percent
+    assert (len(delivery.events), len(delivery.snapshots)) == (2, 1)  # said once, and still no stale percent
 
     # the same notice read again (a restarted reporter re-reads the line) is the same event: consumers drop it
-    again = Reporter(IDENTITY, sink, clock=clock)
+    again = Reporter(IDENTITY, delivery, clock=clock)
     again.observe(reporter.cadence.latest("t", SourceKind.CODEX_APP_SERVER))
     await again.flush()
-    assert sink.events[2:] == [start, event]
+    assert delivery.events[2:] == [start, event]
 
 
 async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None:
-    clock, sink = _Clock(), _Sink()
-    reporter, parser = Reporter(IDENTITY, sink, clock=clock), CodexAppServerParser()
+    clock, delivery = _Clock(), _Delivery()
+    reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t"), _usage_line("u", 30_000)):
         if (reading := parser.feed(line, clock())) is not None:
             reporter.observe(reading)
-    sink.events_down = 1
+    delivery.events_down = 1
     await reporter.flush()
-    assert sink.events == []
-    assert [s.thread_id for s in sink.snapshots] == ["u"]  # an event not delivered holds no snapshot back
+    assert delivery.events == []
+    assert [s.thread_id for s in delivery.snapshots] == ["u"]  # an event not delivered holds no snapshot back
     clock.now += timedelta(seconds=10)
     await reporter.flush()
-    assert [e.type for e in sink.events] == ["compaction_started", "compaction_completed"]
+    assert [e.type for e in delivery.events] == ["compaction_started", "compaction_completed"]
 
 
 async def test_a_compaction_event_not_delivered_at_exit_is_kept_for_the_next_run(tmp_path) -> None:
     pending = tmp_path / "pending_events.jsonl"
-    clock, sink = _Clock(), _Sink()
-    reporter, parser = Reporter(IDENTITY, sink, clock=clock, pending_events=pending), CodexAppServerParser()
+    clock, delivery = _Clock(), _Delivery()
+    reporter, parser = Reporter(IDENTITY, delivery, clock=clock, pending_events=pending), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t")):
         if (reading := parser.feed(line, clock())) is not None:
             reporter.observe(reading)
-    sink.events_down = 1
+    delivery.events_down = 1
     await reporter.flush(final=True)
-    assert sink.events == []
+    assert delivery.events == []
     assert reporter.events_left == 2
 
-    restarted = Reporter(IDENTITY, sink, clock=clock, pending_events=pending)
+    restarted = Reporter(IDENTITY, delivery, clock=clock, pending_events=pending)
     assert restarted.events_left == 2
     await restarted.flush()
-    assert [e.type for e in sink.events] == ["compaction_started", "compaction_completed"]
+    assert [e.type for e in delivery.events] == ["compaction_started", "compaction_completed"]
     assert restarted.events_left == 0
-    assert Reporter(IDENTITY, sink, clock=clock, pending_events=pending).events_left == 0
+    assert Reporter(IDENTITY, delivery, clock=clock, pending_events=pending).events_left == 0
 
 
-class _RefusingEvents(_Sink):
+class _RefusingEvents(_Delivery):
     async def send_event(self, event: SessionEvent) -> None:
         raise RejectedRecord("422: invalid event")
 
 
 async def test_a_compaction_event_the_receiver_rejects_is_set_aside_beside_the_spool(tmp_path) -> None:
-    clock, spooled = _Clock(), SpooledSink(Spool(tmp_path), _RefusingEvents())
+    clock, spooled = _Clock(), SpooledDelivery(Spool(tmp_path), _RefusingEvents())
     reporter, parser = Reporter(IDENTITY, spooled, clock=clock), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t")):
         if (reading := parser.feed(line, clock())) is not None:

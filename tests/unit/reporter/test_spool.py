@@ -51,7 +51,7 @@ def test_a_record_confirmed_but_not_removed_before_a_crash_is_offered_again_unch
     spool = Spool(tmp_path)
     spool.append([snap("a", 1)])
     sent = spool.head()
-    # the sink confirmed it; the process dies before `remove`
+    # the delivery confirmed it; the process dies before `remove`
     resent = Spool(tmp_path).head()
     assert sent is not None
     assert resent is not None

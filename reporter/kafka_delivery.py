@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from core.topics import HANDOFF_PACKAGES, MASTER_ACTION_COMMANDS, SESSION_EVENTS, SNAPSHOTS
-from reporter.sink import DeliveryError
+from reporter.delivery import DeliveryError
 from schemas import HandoffPackage, MasterActionCommand, MasterActionCommandKind, SessionEvent, ThreadContextSnapshot
 from schemas.codec import encode_record
 
@@ -40,7 +40,7 @@ def command_record(command: MasterActionCommand, topic_prefix: str) -> KafkaReco
     return KafkaRecord(f"{topic_prefix}{MASTER_ACTION_COMMANDS}", command.thread_id.encode(), encode_record(command))
 
 
-class KafkaSink:
+class KafkaDelivery:
     """Sends each record and waits for its acknowledgement; the engine answers no interval, so spec 5.1's apply."""
 
     def __init__(self, bootstrap_servers: str, topic_prefix: str, worker_id: str = "reporter") -> None:
@@ -57,7 +57,7 @@ class KafkaSink:
 
     async def _send(self, record: KafkaRecord) -> None:
         if self._producer is None:
-            raise RuntimeError("KafkaSink.start() was not awaited")
+            raise RuntimeError("KafkaDelivery.start() was not awaited")
         try:
             await self._producer.send_and_wait(record.topic, record.value, key=record.key)
         except KafkaError as error:  # the producer's own retries are spent: the spool waits and sends again

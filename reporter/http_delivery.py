@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
 
-from reporter.sink import Backoff, DeliveryError, RejectedRecord
+from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from schemas import (
     HandoffPackage,
     MasterActionCommandKind,
@@ -50,7 +50,7 @@ _SNAPSHOT_IDENTITY = frozenset({"snapshot_id", "snapshot_version"})
 
 
 @dataclass(frozen=True)
-class RetryPolicy(Backoff):
+class RetryPolicy(RetryDelays):
     """Quick retries of one request (a blip); a longer outage is the spool's to wait out."""
 
     attempts: int = 6
@@ -87,7 +87,7 @@ class _Answer:
     body: bytes
 
 
-class HttpSink:
+class HttpDelivery:
     def __init__(
         self,
         base_url: str,

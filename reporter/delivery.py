@@ -1,4 +1,4 @@
-"""Where the reporter delivers: the contract every sink keeps (the 5.2 HTTP endpoint, or Kafka directly)."""
+"""Where the reporter delivers: the contract every delivery keeps (the 5.2 HTTP endpoint, or Kafka directly)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class DeliveryError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Backoff:
+class RetryDelays:
     base_delay_seconds: float = 0.5
     max_delay_seconds: float = 30.0
 
@@ -33,9 +33,9 @@ class RejectedRecord(RuntimeError):
     """The receiver refused the record itself (a client error): sending it again cannot succeed."""
 
 
-class Sink(Protocol):
+class Delivery(Protocol):
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
-        """Deliver one snapshot; return the engine's `next_required_report_in_seconds` when the sink gets an answer."""
+        """Deliver one snapshot; return the engine's `next_required_report_in_seconds` when the receiver answers."""
         ...
 
     async def send_event(self, event: SessionEvent) -> None: ...

@@ -1,11 +1,11 @@
-"""The reporter's sink when delivery may fail for a while: snapshots go to the on-disk spool at once, and one task
+"""Delivery for a receiver that may be down for a while: snapshots go to the on-disk spool at once, and one task
 delivers the spool in order, with backoff, removing each record only after the receiver confirmed it.
 
 Whatever the receiver does, `send_snapshot` costs one fsynced append, so the reader of a source never waits for the
 API or Kafka. A record the receiver rejects as invalid leaves the spool only after it was appended (fsynced) to the
 dead-letter file beside it, `rejected.jsonl`: one JSON object a line with the reason and the snapshot, never lost.
 Session events are not versioned (a resend is no harmless duplicate to the projection), so they go straight to the
-inner sink.
+inner delivery.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel
 
-from reporter.sink import Backoff, DeliveryError, RejectedRecord, Sink
+from reporter.delivery import Delivery, DeliveryError, RejectedRecord, RetryDelays
 from reporter.spool import Spool
 from schemas import SessionEvent, ThreadContextSnapshot
 
 log = logging.getLogger(__name__)
 
 REJECTED_NAME = "rejected.jsonl"
-OUTAGE_BACKOFF = Backoff(base_delay_seconds=1.0, max_delay_seconds=60.0)
+OUTAGE_DELAYS = RetryDelays(base_delay_seconds=1.0, max_delay_seconds=60.0)
 DEFAULT_DRAIN_SECONDS = 10.0
 """How long `close` waits for the spool to empty; what is left is delivered by the next run."""
 
@@ -34,18 +34,18 @@ Answered = Callable[[ThreadContextSnapshot, int | None], None]
 """Told of each delivered snapshot and the receiver's `next_required_report_in_seconds` (spec 5.2)."""
 
 
-class SpooledSink:
+class SpooledDelivery:
     def __init__(
         self,
         spool: Spool,
-        sink: Sink,
-        backoff: Backoff = OUTAGE_BACKOFF,
+        delivery: Delivery,
+        delays: RetryDelays = OUTAGE_DELAYS,
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.spool = spool
-        self.sink = sink
-        self.backoff = backoff
+        self.delivery = delivery
+        self.delays = delays
         self.drain_seconds = drain_seconds
         self.on_answer: Answered | None = None
         self.delivered = 0
@@ -68,10 +68,10 @@ class SpooledSink:
         return None
 
     async def send_event(self, event: SessionEvent) -> None:
-        await self.sink.send_event(event)
+        await self.delivery.send_event(event)
 
     async def send_events(self, events: Sequence[SessionEvent]) -> None:
-        await self.sink.send_events(events)
+        await self.delivery.send_events(events)
 
     async def drained(self) -> None:
         """Returns once every spooled snapshot was delivered (or rejected and set aside)."""
@@ -88,7 +88,7 @@ class SpooledSink:
             if len(self.spool):
                 log.warning("spool: %d snapshots left for the next run", len(self.spool))
         self.spool.close()
-        await self.sink.close()
+        await self.delivery.close()
 
     async def _deliver(self) -> None:
         failures = 0
@@ -100,9 +100,9 @@ class SpooledSink:
                 await self._appended.wait()
                 continue
             try:
-                interval = await self.sink.send_snapshot(record.snapshot)
+                interval = await self.delivery.send_snapshot(record.snapshot)
             except DeliveryError as error:
-                delay = self.backoff.delay(failures, error.retry_after)
+                delay = self.delays.delay(failures, error.retry_after)
                 failures += 1
                 pending = len(self.spool)
                 log.warning("spool: delivery failed (%d pending), next try in %.1f s: %s", pending, delay, error)

@@ -6,19 +6,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reporter.budget import TokenUsage
-from reporter.http_sink import HttpSink, RetryPolicy
+from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
+from reporter.http_delivery import HttpDelivery, RetryPolicy
 from reporter.readings import Reading
 from reporter.reporter import Reporter, run_app_server
-from reporter.sink import Backoff, DeliveryError, RejectedRecord
 from reporter.spool import Spool
-from reporter.spooled_sink import REJECTED_NAME, SpooledSink
+from reporter.spooled_delivery import REJECTED_NAME, SpooledDelivery
 from schemas import SessionEvent, SourceKind, ThreadContextSnapshot
 from tests.samples import SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK
-from tests.unit.reporter.test_reporter import IDENTITY, T0, _Clock, _report_app_server, _Sink, _ticking
+from tests.unit.reporter.test_reporter import IDENTITY, T0, _Clock, _Delivery, _report_app_server, _ticking
 from tests.unit.reporter.test_spool import snap
 
-QUICK = Backoff(base_delay_seconds=0.01, max_delay_seconds=0.05)
+QUICK = RetryDelays(base_delay_seconds=0.01, max_delay_seconds=0.05)
 
 
 async def _until(condition, seconds: float = 10.0) -> None:
@@ -27,9 +27,9 @@ async def _until(condition, seconds: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
-def _spooled(directory: Path, url: str) -> SpooledSink:
+def _spooled(directory: Path, url: str) -> SpooledDelivery:
     """One request per try: the spool's own backoff waits the outage out (Retry-After is honoured up to its cap)."""
-    return SpooledSink(Spool(directory), HttpSink(url, retry=RetryPolicy(attempts=1)), QUICK, drain_seconds=0)
+    return SpooledDelivery(Spool(directory), HttpDelivery(url, retry=RetryPolicy(attempts=1)), QUICK, drain_seconds=0)
 
 
 async def test_api_down_for_a_while_then_every_snapshot_arrives_once_in_order(serve, tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ async def test_api_down_for_a_while_then_every_snapshot_arrives_once_in_order(se
     assert len(Spool(tmp_path)) == 0
 
 
-class _Refusing(_Sink):
+class _Refusing(_Delivery):
     """Unavailable for `down` tries, asking each time to wait `retry_after` seconds."""
 
     def __init__(self, down: int, retry_after: float | None) -> None:
@@ -89,7 +89,7 @@ async def test_delivery_backs_off_exponentially_and_honours_retry_after(tmp_path
     for retry_after, expected in ((None, [1.0, 2.0, 4.0]), (7.0, [7.0, 7.0, 7.0]), (600.0, [60.0, 60.0, 60.0])):
         sleeps = _Sleeps()
         inner = _Refusing(3, retry_after)
-        spooled = SpooledSink(Spool(tmp_path / str(retry_after)), inner, sleep=sleeps)
+        spooled = SpooledDelivery(Spool(tmp_path / str(retry_after)), inner, sleep=sleeps)
         await spooled.start()
         await spooled.send_snapshot(snap("a", 1))
         await spooled.drained()
@@ -97,7 +97,7 @@ async def test_delivery_backs_off_exponentially_and_honours_retry_after(tmp_path
         assert (sleeps, [s.snapshot_id for s in inner.snapshots]) == (expected, ["a-1"])
 
 
-class _Hanging(_Sink):
+class _Hanging(_Delivery):
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         await asyncio.Event().wait()
         return None
@@ -108,7 +108,7 @@ class _Hanging(_Sink):
 
 async def test_the_app_server_reader_never_waits_for_a_hanging_sink(app_server_lines, tmp_path: Path) -> None:
     clock = _Clock()
-    spooled = SpooledSink(Spool(tmp_path), _Hanging(), drain_seconds=0)
+    spooled = SpooledDelivery(Spool(tmp_path), _Hanging(), drain_seconds=0)
     await spooled.start()
     reporter = Reporter(IDENTITY, spooled, clock=clock)
     async with asyncio.timeout(5):
@@ -120,7 +120,7 @@ async def test_the_app_server_reader_never_waits_for_a_hanging_sink(app_server_l
 
 async def test_a_spooled_reporter_delivers_what_a_direct_one_does_despite_failures(app_server_lines, tmp_path) -> None:
     clock, inner = _Clock(), _Refusing(3, None)
-    spooled = SpooledSink(Spool(tmp_path), inner, sleep=_Sleeps())
+    spooled = SpooledDelivery(Spool(tmp_path), inner, sleep=_Sleeps())
     await spooled.start()
     reporter = Reporter(IDENTITY, spooled, clock=clock)
     await run_app_server(reporter, _ticking(app_server_lines, clock, reporter))
@@ -168,7 +168,7 @@ async def test_an_answered_interval_takes_effect_at_once_while_the_input_is_quie
         await spooled.close()
 
 
-class _Rejecting(_Sink):
+class _Rejecting(_Delivery):
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         if snapshot.snapshot_version == 2:
             raise RejectedRecord("422 captured_at is out of range")
@@ -177,7 +177,7 @@ class _Rejecting(_Sink):
 
 async def test_a_record_the_receiver_rejects_is_set_aside_in_a_dead_letter_file(tmp_path: Path) -> None:
     inner = _Rejecting()
-    spooled = SpooledSink(Spool(tmp_path), inner)
+    spooled = SpooledDelivery(Spool(tmp_path), inner)
     await spooled.start()
     for version in (1, 2, 3):
         await spooled.send_snapshot(snap("a", version))
