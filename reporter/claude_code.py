@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -303,10 +305,11 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
         profile: ClaudeCodeProfile | None = None,
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state_path = state_path
         state = self._load()
-        super().__init__(directory, dict(state.files), collect_events, facts)
+        super().__init__(directory, dict(state.files), collect_events, facts, clock)
         self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned_compaction_point)
 
     def _load(self) -> _StateFile:

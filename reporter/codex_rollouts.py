@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -255,9 +257,10 @@ class RolloutTailer(JsonlTailer[RolloutFileState]):
         state_path: Path,
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state_path = state_path
-        super().__init__(directory, self._load(), collect_events, facts)
+        super().__init__(directory, self._load(), collect_events, facts, clock)
 
     def _load(self) -> dict[str, RolloutFileState]:
         if not self.state_path.exists():

@@ -5,17 +5,21 @@ A line yields a `LineResult`: the file's new state, maybe a reading, the session
 and the shell commands it started and the results it carried, which feed the spec 4.2 `WorkFactTracker` of the
 thread's working directory. One derivation for both tools: each tool only says how one of its lines reads.
 
-`poll()` returns the readings of the lines read since the last poll; `commit()` saves the positions reached (the
-subclass's `save`, skipped when nothing was read). A file whose inode changed or that shrank below its offset was
-replaced, and is read from its start. Only complete lines are consumed: a line still being written is read once its
-newline arrives.
+`poll()` returns the readings of the lines read since the last poll: one listing per directory, and a file whose
+(inode, size, mtime) is what it was at its last read is not opened. `commit()` saves the positions reached (the
+subclass's `save`) at most every `SAVE_SECONDS`, or sooner once one thread has `SAVE_EVENTS` events unsaved: a crash
+re-reads the lines since, never skips one, and what they derive again carries the same event ids and snapshot versions,
+which the pipeline drops. A file whose inode changed or that shrank below its offset was replaced, and is read from its
+start. Only complete lines are consumed: a line still being written is read once its newline arrives.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +44,15 @@ class FileState(Protocol):
 
 
 S = TypeVar("S", bound=FileState)
+
+SAVE_SECONDS = 5.0
+"""Positions are saved at most this often: writing and fsyncing every file's state each round was most of the
+reporter's work at hundreds of active files."""
+SAVE_EVENTS = 64
+"""...or as soon as one thread has this many session events past the saved position: half the projection's window of
+recent event ids (`ProjectionConfig.dedupe_window`), so the events a crash derives again are all recognised."""
+Signature = tuple[int, int, int]
+"""(inode, size, mtime_ns) of a file as last read."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,7 @@ class JsonlTailer(Generic[S]):
         files: dict[str, S],
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = directory
         self.collect_events = collect_events
@@ -81,6 +95,11 @@ class JsonlTailer(Generic[S]):
         self._events: list[SessionEvent] = []
         self._unsaved = False
         """Lines were read since the last save."""
+        self._unsaved_events: Counter[str] = Counter()
+        """Session events per thread derived from lines past the saved positions."""
+        self._clock = clock
+        self._saved_at: float | None = None
+        self._seen: dict[str, Signature] = {}
 
     def fresh_state(self, path: Path, inode: int) -> S:
         raise NotImplementedError
@@ -110,30 +129,46 @@ class JsonlTailer(Generic[S]):
 
     def poll(self) -> list[Reading]:
         readings: list[Reading] = []
-        for path in self._paths():
+        for key, stat in sorted(self._changed()):
+            path = Path(key)
             if self.includes(path):
-                readings.extend(self._read_file(path))
+                readings.extend(self._read_file(path, stat))
+            else:
+                self._seen[key] = _signature(stat)
         return readings
 
-    def _paths(self) -> list[Path]:
-        """Every `*.jsonl` under the directory, in order (`os.walk` lists a tree of hundreds of files far faster
-        than `Path.rglob`, and this runs every poll)."""
-        found = []
-        for folder, _, names in os.walk(self.directory):
-            found.extend(os.path.join(folder, name) for name in names if name.endswith(".jsonl"))
-        return [Path(name) for name in sorted(found)]
+    def _changed(self) -> Iterator[tuple[str, os.stat_result]]:
+        """Every `*.jsonl` under the directory not seen as it is now: one listing per directory, one `stat` per
+        file (this runs every poll, over hundreds of files of which few moved)."""
+        folders = [str(self.directory)]
+        while folders:
+            try:
+                entries = list(os.scandir(folders.pop()))
+            except OSError:  # a folder that vanished since it was listed
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.name.endswith(".jsonl"):
+                        stat = entry.stat()
+                        if self._seen.get(entry.path) != _signature(stat):
+                            yield entry.path, stat
+                except OSError as error:
+                    log.warning("%s: cannot read %s: %s", self.source, entry.path, error)
 
-    def _read_file(self, path: Path) -> list[Reading]:
+    def _read_file(self, path: Path, stat: os.stat_result) -> list[Reading]:
         key = str(path)
         state = self._files.get(key)
+        if state is not None and state.inode == stat.st_ino and stat.st_size == state.offset:
+            self._seen[key] = _signature(stat)
+            return []  # nothing new since the saved position
         try:
-            stat = path.stat()
-            if state is not None and state.inode == stat.st_ino and stat.st_size == state.offset:
-                return []  # nothing new: most files, most polls
             handle = path.open("rb")
         except OSError as error:  # vanished between listing and opening
             log.warning("%s: cannot read %s: %s", self.source, path, error)
             return []
+        self._seen[key] = _signature(stat)  # a line appended from here changes the size: read at the next poll
         if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
             if state is not None:
                 log.info("%s: %s was replaced; reading it from the start", self.source, path)
@@ -149,6 +184,8 @@ class JsonlTailer(Generic[S]):
                     readings.append(result.reading)
                 if self.collect_events:
                     self._events.extend(result.events)
+                    if result.events and (thread := self.thread_of(state)) is not None:
+                        self._unsaved_events[thread] += len(result.events)
                 self._track(result)
         self._files[key] = state
         self._unsaved = True
@@ -184,11 +221,22 @@ class JsonlTailer(Generic[S]):
         """Events taken but not delivered: first in line again."""
         self._events[:0] = events
 
-    def commit(self) -> None:
-        """Save the read positions atomically, when lines were read since the last save."""
-        if self._unsaved:
-            self.save()
-            self._unsaved = False
+    def commit(self, final: bool = False) -> None:
+        """Save the read positions atomically, when lines were read since the last save and a save is due (or
+        `final`: the reporter stops). Call it only once what the lines derived was delivered."""
+        if not self._unsaved:
+            return
+        now = self._clock()
+        recent = self._saved_at is not None and now - self._saved_at < SAVE_SECONDS
+        if recent and not final and max(self._unsaved_events.values(), default=0) < SAVE_EVENTS:
+            return
+        self.save()
+        self._unsaved, self._saved_at = False, now
+        self._unsaved_events.clear()
 
     def save(self) -> None:
         raise NotImplementedError
+
+
+def _signature(stat: os.stat_result) -> Signature:
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns

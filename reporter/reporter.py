@@ -238,20 +238,27 @@ async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTail
     for tailer in tailers:
         for reading in tailer.restored():
             reporter.observe(reading)
-    while True:
-        reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
-        for tailer in tailers:
-            for reading in tailer.poll():
-                reporter.observe(reading)
-            _work_facts(reporter, tailer)
-        delivered = [await _send_events(reporter.delivery, tailer, reporter.identity) for tailer in tailers]
-        await reporter.flush()
+    delivered = [True] * len(tailers)  # per tailer: what its lines derived so far was delivered (it may be saved)
+    try:
+        while True:
+            reporter.woken.clear()  # before the flush: an answer that arrives during it still wakes the wait below
+            delivered = [False] * len(tailers)
+            for tailer in tailers:
+                for reading in tailer.poll():
+                    reporter.observe(reading)
+                _work_facts(reporter, tailer)
+            delivered = [await _send_events(reporter.delivery, tailer, reporter.identity) for tailer in tailers]
+            await reporter.flush()
+            for tailer, done in zip(tailers, delivered, strict=True):
+                if done:  # else a restart re-reads the lines and derives the same events again
+                    tailer.commit()
+            due = reporter.seconds_until_due()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
+    finally:  # stopped: save what a save held back, unless its events are still owed
         for tailer, done in zip(tailers, delivered, strict=True):
-            if done:  # else a restart re-reads the lines and derives the same events again
-                tailer.commit()
-        due = reporter.seconds_until_due()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
+            if done:
+                tailer.commit(final=True)
 
 
 def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:

@@ -1,0 +1,134 @@
+"""The shared tailer loop: how often positions are saved, what a crash between saves costs, which files a poll opens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.claude_code import TranscriptTailer
+from reporter.codex_rollouts import RolloutTailer
+from reporter.jsonl_tailer import SAVE_EVENTS, SAVE_SECONDS
+from reporter.readings import Reading, to_snapshot
+from streams.projection.config import ProjectionConfig
+from tests.unit.reporter.test_claude_code import AUTO, AUTO_SESSION, IDENTITY, _project
+from tests.unit.reporter.test_codex_rollouts import ROLLOUT_FILE
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _identities(readings: list[Reading]) -> list[tuple[str, int]]:
+    snapshots = (to_snapshot(r, IDENTITY, DEFAULT_CODEX_PROFILE) for r in readings)
+    return [(s.snapshot_id, s.snapshot_version) for s in snapshots]
+
+
+def _halves(source: Path, path: Path) -> bytes:
+    """Write the first half of `source`'s lines to `path`; return the rest."""
+    lines = source.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[: len(lines) // 2]))
+    return b"".join(lines[len(lines) // 2 :])
+
+
+def test_positions_are_saved_at_most_every_save_seconds_and_when_the_reporter_stops(tmp_path: Path) -> None:
+    clock, state = _Clock(), tmp_path / "state.json"
+    rest = _halves(ROLLOUT_FILE, tmp_path / ROLLOUT_FILE.name)
+    tailer = RolloutTailer(tmp_path, state, clock=clock)
+    tailer.poll()
+    tailer.commit()  # the first save is at once
+    saved = state.read_bytes()
+    with (tmp_path / ROLLOUT_FILE.name).open("ab") as handle:
+        handle.write(rest)
+    tailer.poll()
+    clock.now += SAVE_SECONDS / 2
+    tailer.commit()
+    assert state.read_bytes() == saved
+    clock.now += SAVE_SECONDS / 2
+    tailer.commit()
+    assert state.read_bytes() != saved
+    assert RolloutTailer(tmp_path, state).poll() == []  # everything read was saved
+
+    again = state.read_bytes()
+    with (tmp_path / ROLLOUT_FILE.name).open("ab") as handle:
+        handle.write(ROLLOUT_FILE.read_bytes().splitlines(keepends=True)[-1])
+    tailer.poll()
+    tailer.commit(final=True)
+    assert state.read_bytes() != again
+
+
+def test_a_thread_with_many_unsaved_events_is_saved_before_the_interval(tmp_path: Path) -> None:
+    clock, state = _Clock(), tmp_path / "state.json"
+    projects = _project(tmp_path, AUTO, AUTO_SESSION)
+    path = next(projects.rglob("*.jsonl"))
+    rest = _halves(AUTO, path)
+    tailer = TranscriptTailer(projects, state, collect_events=True, clock=clock)
+    tailer.poll()
+    tailer.commit()
+    saved = state.read_bytes()
+    with path.open("ab") as handle:
+        handle.write(
+            rest * (SAVE_EVENTS // rest.count(b"\n") + 1)
+        )  # more lines than SAVE_EVENTS, each an event or more
+    tailer.poll()
+    assert len(tailer.take_events()) >= SAVE_EVENTS
+    tailer.commit()
+    assert state.read_bytes() != saved
+
+
+def test_a_crash_between_saves_re_reads_lines_into_the_same_ids_the_pipeline_drops(tmp_path: Path) -> None:
+    """Nothing is skipped; what is derived again is a replay: the same event ids (the projection keeps the latest
+    `dedupe_window` per thread, and a save comes before a thread has `SAVE_EVENTS` unsaved) and the same snapshot
+    ids and versions (the engine admits only a newer version)."""
+    assert ProjectionConfig().dedupe_window // 2 >= SAVE_EVENTS
+    clock, state = _Clock(), tmp_path / "state.json"
+    projects = _project(tmp_path, AUTO, AUTO_SESSION)
+    path = next(projects.rglob("*.jsonl"))
+    rest = _halves(AUTO, path)
+    tailer = TranscriptTailer(projects, state, collect_events=True, clock=clock)
+    tailer.poll()
+    tailer.take_events()
+    tailer.commit()
+    with path.open("ab") as handle:
+        handle.write(rest)
+    readings = tailer.poll()
+    events = tailer.take_events()
+    tailer.commit()  # within SAVE_SECONDS: held back, and then the process dies
+    assert readings
+    assert events
+
+    restarted = TranscriptTailer(projects, state, collect_events=True, clock=clock)
+    again = restarted.poll()
+    assert again == readings
+    assert [e.event_id for e in restarted.take_events()] == [e.event_id for e in events]
+    assert _identities(again) == _identities(readings)
+
+
+def test_a_file_unchanged_since_its_last_read_is_not_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = ROLLOUT_FILE.read_bytes().splitlines(keepends=True)
+    path = tmp_path / ROLLOUT_FILE.name
+    path.write_bytes(b"".join(lines[:-1]) + lines[-1][:10])  # ends in a line still being written
+    tailer = RolloutTailer(tmp_path, tmp_path / "state.json")
+    tailer.poll()
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        opened.append(self)
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert tailer.poll() == []
+    assert opened == []
+    with real_open(path, "ab") as handle:
+        handle.write(lines[-1][10:])
+    assert len(tailer.poll()) <= 1
+    assert opened == [path]
+    read = tailer.state_of(path)
+    assert read is not None
+    assert read.offset == len(ROLLOUT_FILE.read_bytes())
