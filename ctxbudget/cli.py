@@ -4,7 +4,9 @@ says which extra to install instead of failing on an import."""
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Sequence
 from importlib.util import find_spec
 
 import typer
@@ -44,8 +46,16 @@ class WorkerCommands(TyperGroup):
         return command
 
 
-def build_app() -> typer.Typer:
-    with_pipeline = not missing_pipeline_modules()
+WORKER_COMMANDS = frozenset({"report", "statusline", "hook", "handoff", "hooks"})
+
+
+def build_app(argv: Sequence[str] | None = None) -> typer.Typer:
+    """The command line for `argv` (default: this process's arguments). A run of a worker command loads none of
+    the pipeline (Faust, ClickHouse, the API: about half the process's memory): the reporter stays up beside the
+    agents for hours, and `statusline` and `hook` start on every prompt."""
+    args = sys.argv[1:] if argv is None else argv
+    worker_only = bool(args) and args[0] in WORKER_COMMANDS
+    with_pipeline = not worker_only and not missing_pipeline_modules()
     app = typer.Typer(
         help="Context-budget stream pipeline and its worker reporter.",
         no_args_is_help=True,
@@ -64,8 +74,18 @@ def build_app() -> typer.Typer:
     return app
 
 
-app = build_app()
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: the whole command line, as tests and embedders import it (built on first use, so that importing this
+    module loads nothing of the pipeline; `main` builds only what its arguments need)."""
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _whole_app() -> typer.Typer:
+    return build_app([])
 
 
 def main() -> None:
-    sys.exit(app())
+    sys.exit(build_app()())

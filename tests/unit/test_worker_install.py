@@ -179,3 +179,16 @@ def test_a_codex_rollout_reaches_the_api_from_the_base_install(
     assert (report["agent_tool"], report["model"]) == ("codex", "gpt-5.3-codex")
     assert report["shown_remaining_pct"] == 79  # what Codex itself showed at the rollout's last token count
     assert headers["Idempotency-Key"]
+
+
+def test_a_worker_command_loads_none_of_the_pipeline_where_it_is_installed() -> None:
+    probe = (
+        "import sys\n"
+        "from ctxbudget.cli import build_app\n"
+        "build_app(['report', '--help'])\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'streams', 'sinks', 'api', 'faust', 'chdb'}))\n"
+        "build_app(['run'])\n"
+        "print('streams' in sys.modules)\n"
+    )
+    output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert output.split("\n")[:2] == ["[]", "True"]
