@@ -133,6 +133,13 @@ class Reporter:
         # and a snapshot held back by an event would be lost at exit.
         await self._send_events(final)
         outgoing = self.cadence.unsent(now) if final else self.cadence.due(now)
+        if isinstance(self.delivery, SpooledDelivery):  # one fsynced append for the round, not one per snapshot
+            self.delivery.spool_snapshots([self._snapshot(item) for item in outgoing])
+            spooled_at = self.clock()
+            for item in outgoing:
+                self.cadence.sent(item, spooled_at, None)
+            self.sent += len(outgoing)
+            return len(outgoing)
         delivered = 0
         for item in outgoing:
             try:

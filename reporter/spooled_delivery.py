@@ -62,10 +62,16 @@ class SpooledDelivery:
 
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         """Stored durably; delivered later. No answer yet, so the cadence uses spec 5.1 until `on_answer` says."""
-        self.spool.append([snapshot])
+        self.spool_snapshots([snapshot])
+        return None
+
+    def spool_snapshots(self, snapshots: Sequence[ThreadContextSnapshot]) -> None:
+        """Several snapshots stored durably in one append (one fsync); delivered later, in order."""
+        if not snapshots:
+            return
+        self.spool.append(snapshots)
         self._drained.clear()
         self._appended.set()
-        return None
 
     async def send_event(self, event: SessionEvent) -> None:
         await self.delivery.send_event(event)

@@ -189,3 +189,21 @@ async def test_a_record_the_receiver_rejects_is_set_aside_in_a_dead_letter_file(
     rejected = json.loads(line)
     assert rejected["reason"] == "422 captured_at is out of range"
     assert ThreadContextSnapshot.model_validate_json(json.dumps(rejected["snapshot"])) == snap("a", 2)
+
+
+async def test_a_rounds_snapshots_go_into_the_spool_in_one_append(tmp_path: Path, monkeypatch) -> None:
+    spool = Spool(tmp_path)
+    appended: list[int] = []
+    real_append = spool.append
+    monkeypatch.setattr(spool, "append", lambda snapshots: (appended.append(len(snapshots)), real_append(snapshots)))
+    inner = _Delivery()
+    spooled = SpooledDelivery(spool, inner, QUICK, drain_seconds=5)
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled, clock=_Clock())
+    for thread in ("a", "b", "c"):
+        reporter.observe(Reading(thread, SourceKind.CODEX_APP_SERVER, 1, T0, TokenUsage(50_000), 258_400))
+    assert await reporter.flush() == 3
+    assert appended == [3]  # one fsync for the round
+    await spooled.drained()
+    await spooled.close()
+    assert sorted(s.thread_id for s in inner.snapshots) == ["a", "b", "c"]
