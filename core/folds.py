@@ -77,17 +77,29 @@ PROJECTION_FOLD = Fold(
 ENGINE_FOLD = Fold(
     "thread_engine",
     _roles("engine"),
-    (SNAPSHOTS, SESSION_EVENTS, HANDOFF_PACKAGES, ALERT_COMMANDS_BY_THREAD, MASTER_ACTION_COMMANDS),
-    (THREAD_STATE, CONTEXT_EVENTS, ALERTS, MASTER_ACTIONS, CLIENT_EVENTS, SNAPSHOT_VERDICTS, DEADLETTER),
-    table="thread slots",
+    (
+        SNAPSHOTS,
+        SESSION_EVENTS,
+        HANDOFF_PACKAGES,
+        ALERT_COMMANDS_BY_THREAD,
+        MASTER_ACTION_COMMANDS,
+        # the routing of its thread states runs in this fold (same key): what it needs of the aggregates
+        CONVERSATION_LINKS,
+        TASK_IMPORTANCE,
+    ),
+    (
+        THREAD_STATE,
+        CONTEXT_EVENTS,
+        ALERTS,
+        MASTER_ACTIONS,
+        CLIENT_EVENTS,
+        SNAPSHOT_VERDICTS,
+        THREAD_STATE_BY_PROJECT,
+        CONVERSATION_THREADS,
+        DEADLETTER,
+    ),
+    table="thread slots and routes",
     timer=True,
-)
-ROUTES_FOLD = Fold(
-    "route_thread_state",
-    _roles("aggregates"),
-    (THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES),
-    (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, DEADLETTER),
-    table="thread routes",
 )
 PROJECTS_FOLD = Fold(
     "project_risk",
@@ -132,7 +144,6 @@ FOLDS: tuple[Fold, ...] = (
     ALERT_COMMANDS_FOLD,
     ENGINE_FOLD,
     PROJECTION_FOLD,
-    ROUTES_FOLD,
     PROJECTS_FOLD,
     INDICATORS_FOLD,
     SINKS_FOLD,

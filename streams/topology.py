@@ -30,7 +30,6 @@ from core.folds import (
     POLICIES_FOLD,
     PROJECTION_FOLD,
     PROJECTS_FOLD,
-    ROUTES_FOLD,
     SINKS_FOLD,
 )
 from core.profiles import ProfileSet
@@ -42,17 +41,16 @@ from streams import metrics
 from streams.aggregates.batch import (
     INDICATOR_CODEC,
     PROJECT_CODEC,
-    ROUTES_CODEC,
     indicators_batch,
     projects_batch,
     retire_idle_projects,
-    routes_batch,
 )
 from streams.aggregates.config import ProjectsConfig
 from streams.clickhouse_writer import ClickHouseWriter
 from streams.engine.alert_commands import route_alert_commands
-from streams.engine.batch import SLOT_CODEC, process_batch, tick_all
+from streams.engine.batch import SLOT_CODEC
 from streams.engine.fold import next_deadline
+from streams.engine.routing import fused_batch, fused_tick
 from streams.projection.batch import Projection, projection_batch
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
@@ -84,6 +82,7 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
     in-memory one); with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
     prefix = settings.topic_prefix
     roles = settings.roles
+    projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
     lookup_policy = (
         runtime.global_table(POLICIES_FOLD, POLICY_CODEC.decode, key_of=lambda policy: policy.project_id)
         if roles & {"engine", "projection"}
@@ -102,6 +101,7 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
         )
 
     # -- the thread budget engine; acks re-keyed by the thread that owns the alert, so the engine sees them in order --
+    # -- its thread states routed in the same fold to their projects and conversations (`streams.engine.routing`) ---
     if "engine" in roles:
         assert lookup_policy is not None
         runtime.stateless_fold(
@@ -111,20 +111,16 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
         runtime.keyed_fold(
             ENGINE_FOLD,
             SLOT_CODEC.decode,
-            batch=lambda messages, load, now: process_batch(messages, load, lookup_policy, now, config, prefix),
-            tick=lambda slots, now: tick_all(slots, now, config),
+            batch=lambda messages, load, now: fused_batch(
+                messages, load, lookup_policy, now, config, projects_config, prefix
+            ),
+            tick=lambda slots, now: fused_tick(slots, now, config, projects_config),
             wake=lambda slot, after: next_deadline(slot, after, config),
             census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
         )
 
-    # -- project risk and conversation indicators: thread state fanned out to projects and conversations -------------
+    # -- project risk and conversation indicators, over what the engine's routing sent to projects and conversations --
     if "aggregates" in roles:
-        projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
-        runtime.keyed_fold(
-            ROUTES_FOLD,
-            ROUTES_CODEC.decode,
-            batch=lambda messages, load, now: routes_batch(messages, load, now, projects_config, prefix),
-        )
         runtime.keyed_fold(
             PROJECTS_FOLD,
             PROJECT_CODEC.decode,

@@ -1,9 +1,10 @@
-"""The routing fold [thread_id]: sends what a project view uses of each thread to its project, and its ring values
-to the conversations that show it.
+"""The routing [thread_id]: sends what a project view uses of each thread to its project, and its ring values to the
+conversations that show it.
 
-It sits beside the engine's `thread-state` topic (same key), so it knows each thread's last project and the
-conversations linked to it. That makes two things order-free: a thread that moves project gets a `ThreadLeft` sent
-to the old one, and a conversation registered after its thread still gets the thread's values (sent on the link).
+It runs in the engine's fold (same key: `streams.engine.routing`), over the thread states the engine publishes, so it
+knows each thread's last project and the conversations linked to it. That makes two things order-free: a thread that
+moves project gets a `ThreadLeft` sent to the old one, and a conversation registered after its thread still gets the
+thread's values (sent on the link).
 
 Neither hop carries every snapshot. Conversations get values when what their ring shows changes; the project gets
 them when what its view shows or ranks by changes (`project_values`), and at least every `refresh_after` while the
@@ -33,6 +34,19 @@ from streams.aggregates.resolution import ring_percent, seen_values
 from streams.aggregates.risk import live_thread
 
 UNCHANGED: Change[ThreadRoutes] = Change(None)
+
+RoutingInput = ThreadState | ConversationLink | TaskImportance | HandoffPackage
+
+
+def route(routes: ThreadRoutes | None, record: RoutingInput, config: ProjectsConfig) -> Change[ThreadRoutes]:
+    """One record of the thread into its routes."""
+    if isinstance(record, ConversationLink):
+        return apply_link(routes, record)
+    if isinstance(record, HandoffPackage):
+        return relay_conversations(routes, record)
+    if isinstance(record, TaskImportance):
+        return apply_importance(routes, record)
+    return route_thread_state(routes, record, config)
 
 
 def route_thread_state(

@@ -119,7 +119,10 @@ def process_batch(
     now: datetime,
     config: EngineConfig,
     prefix: str,
+    on_record: Callable[[str, object], None] | None = None,
 ) -> BatchResult[ThreadSlot]:
+    """`on_record(thread_id, record)` sees each decoded record keyed by its thread, in batch order, before admission:
+    the routing fused into this fold (`streams.engine.routing`) relays consumed packages without decoding them again."""
     result = BatchResult[ThreadSlot]()
     slots: dict[str, ThreadSlot | None] = {}
     for message in messages:
@@ -136,6 +139,8 @@ def process_batch(
             detail = f"key {message.key!r} is not the record's thread {thread_id!r}"
             result.emits.append(dead_letter(message, "key_mismatch", detail, now, prefix))
             continue
+        if on_record is not None:
+            on_record(thread_id, record)
         if thread_id not in slots:
             slots[thread_id] = load(thread_id)
         slot = slots[thread_id]

@@ -44,6 +44,7 @@ from schemas import (
     WorkFactChanged,
 )
 from schemas.admission import captured_at_refusal, version_refusal
+from schemas.projects import ThreadRoutes
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
 from streams.engine import alerts
@@ -55,6 +56,9 @@ class ThreadSlot(Record):
     state: ThreadState | None = None
     early_work_facts: list[WorkFactState] = Field(default_factory=list)
     early_handoff: HandoffPackage | None = None
+    routes: ThreadRoutes | None = None
+    """Where the thread's state goes (its project, the conversations that show it): kept by the routing fused into
+    the engine (`streams.engine.routing`); the engine's own folds neither read nor keep it."""
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,10 @@ def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(tmp_path: P
     [
         ("engine", {"load_policies", "route_alert_commands", "thread_engine"}),
         ("projection", {"load_policies", "thread_projection"}),
-        ("aggregates", {"route_thread_state", "project_risk", "conversation_indicators"}),
+        ("aggregates", {"project_risk", "conversation_indicators"}),
         ("engine,projection,aggregates,sinks", {
-            "load_policies", "route_alert_commands", "thread_engine", "thread_projection", "route_thread_state",
-            "project_risk", "conversation_indicators",
+            "load_policies", "route_alert_commands", "thread_engine", "thread_projection", "project_risk",
+            "conversation_indicators",
         }),
     ],
 )  # fmt: skip

@@ -1,23 +1,28 @@
 """Builders for the project and conversation folds' inputs, and the aggregates role run by the in-memory runtime from
-the topology's own declaration (`aggregates`, and `Feed` for one input at a time). Each test states only what matters
-to it."""
+the topology's own declaration (`aggregates`, and `Feed` for one input at a time), behind the routing that the
+engine's fold runs, fed thread states directly (`ROUTING`). Each test states only what matters to it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from core.actions import actions_for_level
-from core.folds import PROJECTS_FOLD, ROUTES_FOLD
+from core.folds import ENGINE_FOLD, PROJECTS_FOLD
 from core.levels import classify_level
 from core.settings import Settings
 from core.topics import CONVERSATIONS, HANDOFF_PACKAGES, TASK_IMPORTANCE, THREAD_STATE
-from schemas import Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
+from schemas import Codec, Conversation, ConversationType, HandoffPackage, Record, ThreadState, WorkFact
 from schemas.projects import LiveThread, ProjectState, TaskImportance, ThreadRoutes
 from schemas.state import WorkFactState
 from schemas.views import ThreadContextSummary
+from streams.aggregates import routes
 from streams.aggregates.config import ProjectsConfig
 from streams.aggregates.outputs import CONVERSATION_LINKS, CONVERSATION_THREADS, THREAD_STATE_BY_PROJECT, Emit
+from streams.batching import BatchResult, InputMessage, fold_records
+from streams.engine.routing import ROUTING_DECODERS
 from streams.runtime.memory import MemoryRuntime
 from streams.topology import wire
 
@@ -34,6 +39,16 @@ VISIBLE_CHANGES = [
 ]
 """Changes a project view shows, as `thread_state` arguments, from a thread at 52.9% expecting compaction at 600 s."""
 INTERNAL = (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, CONVERSATION_LINKS)
+ROUTING = replace(
+    ENGINE_FOLD,
+    name="routing",
+    inputs=(THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES),
+    table="thread routes",
+    timer=False,
+)
+"""The routing half of the engine's fold (`streams.engine.routing`), fed thread states directly."""
+ROUTING_CODECS = {**ROUTING_DECODERS, THREAD_STATE: Codec(ThreadState), HANDOFF_PACKAGES: Codec(HandoffPackage)}
+ROUTES_CODEC = Codec(ThreadRoutes)
 
 
 def at(seconds: float) -> datetime:
@@ -154,8 +169,23 @@ def aggregates(now: datetime = T0, config: ProjectsConfig = CONFIG) -> MemoryRun
     retire_after = config.retire_after.total_seconds()
     settings = Settings(roles="aggregates", topic_prefix=PREFIX, project_retire_seconds=retire_after)
     runtime = MemoryRuntime(settings, now)
+    runtime.keyed_fold(ROUTING, ROUTES_CODEC.decode, batch=lambda m, load, now: routing_batch(m, load, now, config))
     wire(runtime, settings)
     return runtime
+
+
+def routing_batch(
+    messages: Iterable[InputMessage], load: Any, now: datetime, config: ProjectsConfig
+) -> BatchResult[ThreadRoutes]:
+    return fold_records(
+        messages,
+        load,
+        ROUTING_CODECS,
+        key_of=lambda record: record.from_thread_id if isinstance(record, HandoffPackage) else record.thread_id,
+        apply=lambda state, record, _logged_at: routes.route(state, record, config),
+        now=now,
+        prefix=PREFIX,
+    )
 
 
 class Feed:
@@ -195,8 +225,8 @@ class Feed:
         return [e.record for e in self.published if e.topic == topic]
 
     def routes(self, thread_id: str) -> ThreadRoutes | None:
-        """The routing fold's state of a thread."""
-        return self.runtime.state(ROUTES_FOLD.name, thread_id)
+        """The routing's state of a thread."""
+        return self.runtime.state(ROUTING.name, thread_id)
 
     @property
     def projects(self) -> dict[str, ProjectState]:

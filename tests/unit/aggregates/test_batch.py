@@ -78,11 +78,10 @@ def test_the_scenario_ends_with_each_project_ranked_and_each_ring_on_its_thread(
     assert rings == {"conv-single": (True, 35), "conv-group": (False, None), "conv-master": (True, 93)}
 
 
-def test_invalid_registry_entries_are_dead_lettered_but_a_bad_thread_state_only_by_the_projection() -> None:
+def test_invalid_registry_entries_are_dead_lettered() -> None:
     topology = aggregates(NOW)
     topology.produce(CONVERSATIONS, "conv-1", b'{"conversation_id": "conv-1"}')
     topology.produce(CONVERSATIONS, "conv-2", conversation("conv-1", SINGLE, ["a"]))
-    topology.produce(THREAD_STATE, "a", b"not json")
     topology.drain()
     dead = [e.record for e in topology.published if e.topic == DEADLETTER]
     assert all(isinstance(d, DeadLetter) for d in dead)

@@ -3,8 +3,8 @@ whether it arrives before or after the thread's state, and the newest setting wi
 
 from __future__ import annotations
 
+from core.topics import TASK_IMPORTANCE
 from schemas import ProjectDetail
-from streams.aggregates.batch import TASK_IMPORTANCE
 from streams.aggregates.outputs import PROJECT_RISK
 from tests.unit.aggregates.builders import T0, Feed, aggregates, importance, thread_state
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.topics import HANDOFF_PACKAGES
 from schemas import Conversation, ConversationType, HandoffPackage, PackageStatus
-from streams.aggregates.batch import HANDOFF_PACKAGES
 from streams.aggregates.outputs import CONVERSATION_INDICATORS, CONVERSATIONS
 from tests.unit.aggregates.builders import T0, Feed, aggregates, at, conversation, thread_state
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from core.topics import THREAD_STATE
+from core.engine_config import EngineConfig
+from core.topics import DEADLETTER, SNAPSHOTS, TASK_IMPORTANCE
 from schemas import ConversationType, Record
 from schemas.codec import encode_record
 from schemas.projects import ConversationLink, ShownThread, ThreadInProject, ThreadLeft
@@ -18,7 +19,6 @@ from streams.aggregates.batch import (
     indicators_batch,
     projects_batch,
     retire_idle_projects,
-    routes_batch,
 )
 from streams.aggregates.outputs import (
     CLIENT_EVENTS,
@@ -28,7 +28,9 @@ from streams.aggregates.outputs import (
     ConversationThread,
 )
 from streams.batching import BatchResult, InputMessage
-from tests.unit.aggregates.builders import CONFIG, PREFIX, at, conversation, thread_state
+from streams.engine.routing import fused_batch
+from tests.unit.aggregates.builders import CONFIG, PREFIX, at, conversation, importance, thread_state
+from tests.unit.engine.builders import snapshot
 
 LATER = CONFIG.retire_after + timedelta(hours=1)
 """How much later the replay runs: past the retirement horizon of every input, as after a long outage."""
@@ -59,15 +61,21 @@ def _shown(thread: str, pct: float, seconds: float) -> ShownThread:
     return routes.shown_thread(thread_state(thread, pct, seconds=seconds))
 
 
-def test_the_routing_batch_applied_twice_publishes_identical_records() -> None:
+def test_the_engine_batch_with_its_routing_applied_twice_publishes_identical_records() -> None:
+    link = ConversationLink(conversation_id="c-1", thread_id="thread-a", linked=True)
     messages = _messages([
-        (THREAD_STATE, "thread-a", thread_state("thread-a", 80, seconds=0)),
-        (CONVERSATION_LINKS, "thread-a", ConversationLink(conversation_id="c-1", thread_id="thread-a", linked=True)),
-        (THREAD_STATE, "thread-a", thread_state("thread-a", 30, seconds=2, project="proj-2")),
-        (THREAD_STATE, "thread-a", b"{}"),
+        (SNAPSHOTS, "thread-a", snapshot(80, seconds=0)),
+        (CONVERSATION_LINKS, "thread-a", link),
+        (SNAPSHOTS, "thread-a", snapshot(30, seconds=2)),
+        (TASK_IMPORTANCE, "thread-a", importance("thread-a", 5, seconds=3)),
+        (CONVERSATION_LINKS, "thread-a", b"{}"),
     ])  # fmt: skip
-    first, replay = _twice(lambda m, load, now: routes_batch(m, load, now, CONFIG, ""), messages)
-    assert {e.topic for e in first.emits} == {THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS}
+    first, replay = _twice(
+        lambda m, load, now: fused_batch(m, load, {}.get, now, EngineConfig(), CONFIG, PREFIX), messages
+    )
+    routed = [e for e in first.emits if e.topic in (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS)]
+    assert {e.topic for e in routed} == {THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS}
+    assert [d.record.reason for d in first.emits if d.topic == DEADLETTER] == ["validation_error"]
     assert _published(replay) == _published(first)
     assert replay.states == first.states
 
