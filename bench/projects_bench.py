@@ -5,8 +5,9 @@
 Thread states of `--threads` threads spread over `--projects` projects, each update a random walk of one thread's
 budget, as JSON bytes. Baseline: decoding those bytes alone. Measured: decode + the project fold, then the same with
 the table value encoded and decoded as a Faust table with a JSON changelog would; then the topology's whole path in
-batches (`streams.aggregates.batch`): routing, project and indicator folds with byte tables, every record between them
-encoded and decoded as on Kafka, each thread shown by a single_device conversation and each project by a group one.
+batches: the routing the engine's fold runs (here fed the thread states as bytes: `builders.ROUTING`), then the
+project and indicator folds (`streams.aggregates.batch`) with byte tables, every record between them encoded and
+decoded as on Kafka, each thread shown by a single_device conversation and each project by a group one.
 """
 
 from __future__ import annotations
