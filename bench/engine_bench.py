@@ -60,8 +60,10 @@ from bench.measure import percentile
 from core.engine_config import EngineConfig
 from core.levels import classify_level
 from core.settings import Settings
-from schemas import Conversation, ConversationType, SourceKind, ThreadContextSnapshot
+from core.topics import CONVERSATION_LINKS
+from schemas import Codec, Conversation, ConversationType, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
+from schemas.projects import ConversationLink
 from streams.batching import InputMessage
 from streams.engine.batch import SNAPSHOT_CODEC, _decode, process_batch
 from streams.engine.fold import ThreadSlot
@@ -71,6 +73,7 @@ from streams.simulator import SimRecord, SimulationConfig, generate, produce
 from streams.topic_admin import ensure_topics
 
 BATCH = 2000
+CONVERSATION_CODEC = Codec(Conversation)
 LATENCY_RATE = 500.0
 LATENCY_SECONDS = 10.0
 
@@ -146,6 +149,18 @@ def conversations(records: list[SimRecord]) -> list[SimRecord]:
         for project, threads in projects.items()
     ]  # fmt: skip
     return [SimRecord("conversations", c.conversation_id.encode(), encode_record(c), "valid") for c in shown]
+
+
+def links(registry: list[SimRecord]) -> list[SimRecord]:
+    """The conversation links the indicator fold writes for `registry` (`conversations` records), which the engine's
+    fold reads to route its thread states: for a run of the engine role alone before any indicator fold."""
+    out = []
+    for record in registry:
+        conversation = CONVERSATION_CODEC.decode(record.value)
+        for thread in conversation.thread_ids:
+            link = ConversationLink(conversation_id=conversation.conversation_id, thread_id=thread, linked=True)
+            out.append(SimRecord(CONVERSATION_LINKS, thread.encode(), encode_record(link), "valid"))
+    return out
 
 
 async def _backlog(settings: Settings, records: list[SimRecord]) -> tuple[int, dict[TopicPartition, int]]:
@@ -277,8 +292,12 @@ async def on_broker(settings: Settings, records: list[SimRecord]) -> None:
 
 async def engine_then_aggregates(settings: Settings, records: list[SimRecord], ceiling: float | None) -> None:
     """The backlog on fresh topics through a worker with the engine role only; then the aggregates role alone over
-    what the engine wrote (its own group, from the earliest records): whether it keeps up with the engine."""
+    what the engine wrote (its own group, from the earliest records): whether it keeps up with the engine. The links
+    of the registry come first, as the indicator fold would have written them, so the engine routes to the
+    conversations as it does in production."""
     settings = _fresh(settings)
+    await ensure_topics(settings)
+    await produce(links(conversations(records)), str(settings.kafka_bootstrap_servers), settings.topic_prefix)
     sent, ends = await _backlog(settings, records)
     floor = faust_floor(settings, sent)
     print(f"  a Faust agent that only acknowledges {floor:10.0f} records/s  (over this backlog)")
