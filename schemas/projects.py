@@ -3,7 +3,7 @@
 What they publish reuses `schemas.views` (ProjectDetail, ConversationItem) and `schemas.events`; the models here are
 the values of their tables and of the topics between them:
 
-    thread-state [thread_id] + conversation-links [thread_id] -> ThreadRoutes
+    thread-state (in the engine's fold) [thread_id] + conversation-links [thread_id] -> ThreadRoutes (in its slot)
         -> thread-state-by-project [project_id]: ThreadInProject | ThreadLeft -> ProjectState
         -> conversation-threads [conversation_id]: ConversationThread
     handoff-packages [from_thread_id] -> ThreadRoutes
@@ -122,8 +122,8 @@ class TaskImportance(Record):
 
 
 class ThreadRoutes(Record):
-    """The routing table's value [thread_id]: the thread's last shown values, the conversations that show it, what
-    was last forwarded to its project, and its task's importance."""
+    """The routing's state [thread_id], kept in the engine's slot: the thread's last shown values, the conversations
+    that show it, what was last forwarded to its project, and its task's importance."""
 
     thread_id: Id
     shown: ShownThread | None = None
