@@ -166,7 +166,7 @@ async def test_importance_ranks_compact_now_moves_along_and_a_consume_moves_the_
             assert listed["context_budget_indicator"]["percent"] == 96  # the relay's ring, no longer thread-a's 12
         assert worker.stop() == 0, worker.output()
 
-        # 4. the importance survives a restart: the routing fold's table comes back from its changelog
+        # 4. the importance survives a restart: the engine's slots (their routes) come back from its changelog
         worker = WorkerProcess(settings, data, CTXBUDGET_API_PORT=str(port), CTXBUDGET_STALE_FACTOR="1000").start()
         async with Outputs(settings) as outputs:
             await asyncio.to_thread(get_when_up, f"{api}/healthz", 90, worker.alive)
