@@ -64,6 +64,7 @@ from core.topics import CONVERSATION_LINKS
 from schemas import Codec, Conversation, ConversationType, SourceKind, ThreadContextSnapshot
 from schemas.codec import encode_record
 from schemas.projects import ConversationLink
+from streams.aggregates.indicators import shown_thread_id
 from streams.batching import InputMessage
 from streams.engine.batch import SNAPSHOT_CODEC, _decode, process_batch
 from streams.engine.fold import ThreadSlot
@@ -157,7 +158,8 @@ def links(registry: list[SimRecord]) -> list[SimRecord]:
     out = []
     for record in registry:
         conversation = CONVERSATION_CODEC.decode(record.value)
-        for thread in conversation.thread_ids:
+        thread = shown_thread_id(conversation)  # a group shows no thread's ring, so it links none
+        if thread is not None:
             link = ConversationLink(conversation_id=conversation.conversation_id, thread_id=thread, linked=True)
             out.append(SimRecord(CONVERSATION_LINKS, thread.encode(), encode_record(link), "valid"))
     return out
