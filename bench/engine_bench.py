@@ -1,7 +1,7 @@
 """Worker throughput, printed as figures with baselines measured in the same run (machines here are noisy).
 
     .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--projects 3] [--bootstrap HOST:PORT]
-                                           [--aggregates | --live SPEED]
+                                           [--aggregates | --live SPEED [--layout split|one]]
 
 1. In process: the pure batch function as a worker runs it (decode, fold, output building, then every output and
    changed slot encoded; slots kept decoded between batches, as the runtime's cache keeps them) against the baseline
@@ -22,6 +22,7 @@
 5. `--live SPEED` instead: the engine and the aggregates in two processes fed the simulator's records at the fleet's
    own pace (each thread reports once a turn, `turn_seconds` apart), times SPEED: whether each keeps up with a live
    fleet of that size, by its lag while fed and how soon after the last record it had committed everything.
+   `--layout one`: one worker with every role (engine, projection, aggregates, sinks) instead of the two processes.
 
 Every backlog also registers the conversations that show the simulated threads: one single_device per thread and one
 group per project, so the indicator fold has its production work.
@@ -319,9 +320,19 @@ async def engine_then_aggregates(settings: Settings, records: list[SimRecord], c
         _print_worker_figures(before, after, time.perf_counter() - worker.started)
 
 
-async def live(settings: Settings, records: list[SimRecord], fleet: SimulationConfig, speed: float) -> None:
-    """The engine and the aggregates in two processes, as deployed, fed the records at the fleet's own pace (`speed`
-    times real time: each thread reports once a turn) rather than as a backlog: do they keep up with a live fleet?
+LIVE_LAYOUTS = {
+    "split": {"engine": "engine", "aggregates": "aggregates"},
+    "one": {"worker": "engine,projection,aggregates,sinks"},
+}
+"""`--layout`: the engine and the aggregates in two processes, or one worker with every role."""
+
+
+async def live(
+    settings: Settings, records: list[SimRecord], fleet: SimulationConfig, speed: float, layout: str = "split"
+) -> None:
+    """The engine and the aggregates in two processes, as deployed (or every role in one worker), fed the records at
+    the fleet's own pace (`speed` times real time: each thread reports once a turn) rather than as a backlog: do they
+    keep up with a live fleet?
 
     Prints the input rate; each group's largest lag (records between its committed offsets and the ends of what it
     reads, sampled every second; at least what arrives between two commits) in each quarter of the feed, which grows
@@ -331,19 +342,20 @@ async def live(settings: Settings, records: list[SimRecord], fleet: SimulationCo
     settings = _fresh(settings)
     await ensure_topics(settings)
     rate = speed * len(records) / (fleet.turns_per_thread * fleet.turn_seconds)
-    async with (
-        worker_process(_with_roles(settings, "engine")) as engine,
-        worker_process(_with_roles(settings, "aggregates")) as aggregates,
-        httpx.AsyncClient(timeout=10) as http,
-        Probe(settings) as probe,
-    ):
-        await _ready(http, engine, aggregates)
+    async with contextlib.AsyncExitStack() as stack:
+        workers = {
+            name: await stack.enter_async_context(worker_process(_with_roles(settings, roles)))
+            for name, roles in LIVE_LAYOUTS[layout].items()
+        }
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=10))
+        probe = await stack.enter_async_context(Probe(settings))
+        await _ready(http, *workers.values())
         await produce(conversations(records), str(settings.kafka_bootstrap_servers), settings.topic_prefix)
-        lags: dict[str, list[tuple[float, int]]] = {"engine": [], "aggregates": []}
+        lags: dict[str, list[tuple[float, int]]] = {name: [] for name in workers}
 
         async def sample() -> None:
             while True:
-                for name, worker in (("engine", engine), ("aggregates", aggregates)):
+                for name, worker in workers.items():
                     worker.check_alive()
                     lags[name].append((time.perf_counter(), await _lag(worker.settings)))
                 await asyncio.sleep(1)
@@ -355,7 +367,7 @@ async def live(settings: Settings, records: list[SimRecord], fleet: SimulationCo
         produced = time.perf_counter()
         probing.cancel()
         caught_up = {}
-        for name, worker in (("engine", engine), ("aggregates", aggregates)):
+        for name, worker in workers.items():
             while not await _caught_up(worker.settings):
                 worker.check_alive()
                 await asyncio.sleep(0.2)
@@ -363,7 +375,7 @@ async def live(settings: Settings, records: list[SimRecord], fleet: SimulationCo
         sampler.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(probe.settle(), timeout=30)
-    print(f"  live: {fleet.threads} threads in {fleet.projects} projects at {speed:g}x their pace, "
+    print(f"  live ({layout}): {fleet.threads} threads in {fleet.projects} projects at {speed:g}x their pace, "
           f"{sent / (produced - started):.0f} records/s for {produced - started:.0f} s")  # fmt: skip
     quarter = (produced - started) / 4
     for name, seconds in caught_up.items():
@@ -715,6 +727,8 @@ def main() -> None:
                         "aggregates role over its outputs")  # fmt: skip
     parser.add_argument("--live", type=float, metavar="SPEED", help="on the broker, only the engine and aggregates "
                         "processes fed at SPEED times the fleet's pace")  # fmt: skip
+    parser.add_argument("--layout", choices=sorted(LIVE_LAYOUTS), default="split", help="with --live: the engine "
+                        "and the aggregates in two processes, or one worker with every role")  # fmt: skip
     args = parser.parse_args()
     fleet = SimulationConfig(threads=args.threads, projects=args.projects, turns_per_thread=args.turns, seed=1)
     records = list(generate(fleet))
@@ -724,7 +738,7 @@ def main() -> None:
         settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
                             app_id=f"bench-{uuid.uuid4().hex[:6]}")  # fmt: skip
         if args.live:
-            run = live(settings, records, fleet, args.live)
+            run = live(settings, records, fleet, args.live, args.layout)
         elif args.aggregates:
             run = engine_then_aggregates(settings, records, None)
         else:
