@@ -175,8 +175,8 @@ LineResult = JsonlLineResult[TranscriptState]
 def parse_transcript_line(
     state: TranscriptState, line: bytes, end_offset: int, profile: ClaudeCodeProfile, skipped: SkipLog
 ) -> LineResult:
-    """The file's state after one complete line, and the thread's new reading if the line made one."""
-    state = state.model_copy(update={"offset": end_offset})
+    """The file's state after one complete line (its offset aside: the tailer's), and the thread's new reading if the
+    line made one."""
     if not line.strip():
         return LineResult(state)
     try:
@@ -185,10 +185,11 @@ def parse_transcript_line(
             return LineResult(state)
         kind = record.get("type")
         facts: dict[str, Any] = {}
-        if isinstance(record.get("sessionId"), str) and record["sessionId"]:
-            facts["session_id"] = record["sessionId"]
-        if isinstance(record.get("cwd"), str):
-            facts["cwd"] = record["cwd"]
+        session, cwd = record.get("sessionId"), record.get("cwd")
+        if isinstance(session, str) and session and session != state.session_id:
+            facts["session_id"] = session
+        if isinstance(cwd, str) and cwd != state.cwd:
+            facts["cwd"] = cwd
         if kind == "system" and record.get("subtype") == "compact_boundary":
             at = _timestamp(record)
             meta = record.get("compactMetadata") or {}
@@ -208,7 +209,7 @@ def parse_transcript_line(
         if kind == "assistant":
             return _assistant(state, record, facts, end_offset, profile)
         if kind == "user":
-            return _user(state.model_copy(update=facts), record)
+            return _user(state, record, facts)
         return LineResult(state.model_copy(update=facts) if facts else state)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
@@ -227,15 +228,20 @@ def _assistant(
     message = record.get("message") or {}
     usage = message.get("usage")
     if not isinstance(usage, dict):
-        return LineResult(state.model_copy(update=facts))
+        return LineResult(state.model_copy(update=facts) if facts else state)
     at = _timestamp(record)
-    names = {**state.tool_names, **tool_calls(record)}
-    facts |= {"tool_names": dict(list(names.items())[-TOOL_NAMES_KEPT:]), "last_surface": "assistant"}
+    calls = tool_calls(record)
+    if calls:
+        names = {**state.tool_names, **calls}
+        facts["tool_names"] = dict(list(names.items())[-TOOL_NAMES_KEPT:])
+    if state.last_surface != "assistant":
+        facts["last_surface"] = "assistant"
+    edits = any(name in EDIT_TOOLS for name in calls.values())
     key = f"{message.get('id')}|{record.get('requestId')}"
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
-        state = state.model_copy(update=facts)
+        state = state.model_copy(update=facts) if facts else state
         events = tuple(assistant_events(record, _thread(state), at, None))
-        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=_edits(record))
+        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=edits)
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -261,23 +267,24 @@ def _assistant(
     )
     events = tuple(assistant_events(record, _thread(state), at, sample))
     commands = tuple(shell_commands(record))
-    return LineResult(state, state.reading(profile), None, events, commands, at=at, edits=_edits(record))
+    return LineResult(state, state.reading(profile), None, events, commands, at=at, edits=edits)
 
 
-def _edits(record: dict[str, Any]) -> bool:
-    return any(name in EDIT_TOOLS for name in tool_calls(record).values())
-
-
-def _user(state: TranscriptState, record: dict[str, Any]) -> LineResult:
+def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any]) -> LineResult:
     at = _timestamp(record)
+    thread = facts.get("session_id", state.session_id)
+    if thread is None:
+        raise ValueError("no session id yet")
     if record.get("isCompactSummary") is True:
         mode = state.compaction_mode or TriggerMode.REQUEST_START
-        events = summary_events(record, _thread(state), at, mode, state.compaction_pre_tokens)
-        state = state.model_copy(update={"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None})
-        return LineResult(state, events=tuple(events))
-    events = user_events(record, _thread(state), at, state.tool_names)
+        events = summary_events(record, thread, at, mode, state.compaction_pre_tokens)
+        facts |= {"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None}
+        return LineResult(state.model_copy(update=facts), events=tuple(events))
+    events = user_events(record, thread, at, state.tool_names)
     surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
-    state = state.model_copy(update={"last_surface": surface})
+    if surface != state.last_surface:
+        facts["last_surface"] = surface
+    state = state.model_copy(update=facts) if facts else state
     return LineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
 
 

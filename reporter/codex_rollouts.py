@@ -114,20 +114,23 @@ class RolloutFileState(BaseModel):
 LineResult = JsonlLineResult[RolloutFileState]
 
 
-def _stated_window(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _stated_window(state: RolloutFileState, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     window = window_of(kind, payload)
-    return {} if window is None else {"window": window}
+    return {} if window is None or window == state.window else {"window": window}
 
 
-def _cwd(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _cwd(state: RolloutFileState, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     cwd = payload.get("cwd") if kind in ("session_meta", "turn_context") else None
-    return {"cwd": cwd} if isinstance(cwd, str) and cwd else {}
+    return {"cwd": cwd} if isinstance(cwd, str) and cwd and cwd != state.cwd else {}
+
+
+def _updated(state: RolloutFileState, update: dict[str, Any]) -> RolloutFileState:
+    return state.model_copy(update=update) if update else state
 
 
 def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, skipped: SkipLog) -> LineResult:
-    """The file's state after one complete line: the thread's new reading if the line made one, the session events
-    it adds, and the shell commands it started or finished."""
-    state = state.model_copy(update={"offset": end_offset})
+    """The file's state after one complete line (its offset aside: the tailer's): the thread's new reading if the
+    line made one, the session events it adds, and the shell commands it started or finished."""
     if not line.strip():
         return LineResult(state)
     try:
@@ -139,14 +142,18 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
             raise ValueError("timestamp without an offset")
         if kind == "session_meta":
             update: dict[str, Any] = {"thread_id": str(payload["id"])}
-            return LineResult(state.model_copy(update=update | _stated_window(kind, payload) | _cwd(kind, payload)))
+            return LineResult(
+                state.model_copy(update=update | _stated_window(state, kind, payload) | _cwd(state, kind, payload))
+            )
         if (model := model_of(kind, payload)) is not None:
-            return LineResult(state.model_copy(update={"model": model} | _cwd(kind, payload)))
+            update = ({"model": model} if model != state.model else {}) | _cwd(state, kind, payload)
+            return LineResult(_updated(state, update))
         if (announced := compaction_announcement(kind, payload)) is not None:
             return _compaction(state, announced, payload, end_offset, at)
-        state = state.model_copy(update=_stated_window(kind, payload))
+        window = _stated_window(state, kind, payload)
         if (usage := last_usage_of(kind, payload)) is not None:
-            return _usage(state, *usage, end_offset, at, skipped)
+            return _usage(state, window, *usage, end_offset, at, skipped)
+        state = _updated(state, window)
         if kind not in KNOWN_TYPES:
             skipped.note("unknown_type")
             return LineResult(state)
@@ -157,15 +164,20 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
 
 
 def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_offset: int, at: datetime) -> LineResult:
-    names = {**state.tool_names, **call_names(kind, payload)}
-    update: dict[str, Any] = {"tool_names": dict(list(names.items())[-TOOL_NAMES_KEPT:])}
+    update: dict[str, Any] = {}
+    names = state.tool_names
+    if calls := call_names(kind, payload):
+        names = {**names, **calls}
+        update["tool_names"] = dict(list(names.items())[-TOOL_NAMES_KEPT:])
     events = surface_events(kind, payload, state.thread_id, end_offset, at, names) if state.thread_id else []
-    if events:
-        update["last_surface"] = TOOL_RESULT if isinstance(events[-1], ToolResultAdded) else "message"
-    state = state.model_copy(update=update)
+    if (
+        events
+        and (surface := TOOL_RESULT if isinstance(events[-1], ToolResultAdded) else "message") != state.last_surface
+    ):
+        update["last_surface"] = surface
     commands, outcomes = shell_commands(kind, payload), command_outcomes(kind, payload)
     return LineResult(
-        state,
+        _updated(state, update),
         events=tuple(events),
         commands=tuple(commands),
         outcomes=tuple(outcomes),
@@ -175,19 +187,27 @@ def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_of
 
 
 def _usage(
-    state: RolloutFileState, last: TokenUsage, digest: str, end_offset: int, at: datetime, skipped: SkipLog
+    state: RolloutFileState,
+    window: dict[str, Any],
+    last: TokenUsage,
+    digest: str,
+    end_offset: int,
+    at: datetime,
+    skipped: SkipLog,
 ) -> LineResult:
+    """`window`: the update of the window the same record states."""
     if digest == state.last_usage_digest:
-        return LineResult(state)  # Codex writes each usage record twice
-    if state.window is None:
+        return LineResult(_updated(state, window))  # Codex writes each usage record twice
+    limit = window.get("window", state.window)
+    if limit is None:
         skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
         return LineResult(state)
-    if last.total_tokens > state.window:
+    if last.total_tokens > limit:
         # Around a compaction Codex reports the compaction request's usage, larger than the window.
         skipped.note("usage_above_window")
-        return LineResult(state.model_copy(update={"last_usage_digest": digest}))
-    update = {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
-    state, reading = _with_reading(state.model_copy(update=update), end_offset, at)
+        return LineResult(state.model_copy(update=window | {"last_usage_digest": digest}))
+    update = window | {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
+    state, reading = _with_reading(state, update, end_offset, at)
     if state.thread_id is None:
         return LineResult(state, reading)
     sample = UsageSample(
@@ -219,7 +239,7 @@ def _compaction(
         "last_surface": None,
         "compaction_echo": ECHO_OF[announced],
     }
-    state, reading = _with_reading(state.model_copy(update=update), end_offset, at)
+    state, reading = _with_reading(state, update, end_offset, at)
     if state.thread_id is None:
         return LineResult(state, reading)
     prefix = event_id(state.thread_id, end_offset, "c")
@@ -230,8 +250,10 @@ def _compaction(
     return LineResult(state, reading, events=tuple(events))
 
 
-def _with_reading(state: RolloutFileState, end_offset: int, at: datetime) -> tuple[RolloutFileState, Reading | None]:
-    state = state.model_copy(update={"last_position": end_offset, "last_observed_at": at})
+def _with_reading(
+    state: RolloutFileState, update: dict[str, Any], end_offset: int, at: datetime
+) -> tuple[RolloutFileState, Reading | None]:
+    state = state.model_copy(update=update | {"last_position": end_offset, "last_observed_at": at})
     return state, state.reading()
 
 

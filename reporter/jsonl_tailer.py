@@ -19,11 +19,11 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from reporter.git_facts import WorkFactTracker
 from reporter.readings import Reading, SkipLog
@@ -42,6 +42,8 @@ class FileState(Protocol):
     @property
     def cwd(self) -> str | None: ...
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
 
 S = TypeVar("S", bound=FileState)
 
@@ -51,6 +53,8 @@ reporter's work at hundreds of active files."""
 SAVE_EVENTS = 64
 """...or as soon as one thread has this many session events past the saved position: half the projection's window of
 recent event ids (`ProjectionConfig.dedupe_window`), so the events a crash derives again are all recognised."""
+READ_CHUNK = 1 << 20
+"""Bytes read at once: a poll's new lines fit in one read; a long transcript read from its start stays bounded."""
 Signature = tuple[int, int, int]
 """(inode, size, mtime_ns) of a file as last read."""
 
@@ -58,6 +62,8 @@ Signature = tuple[int, int, int]
 @dataclass(frozen=True)
 class LineResult(Generic[S]):
     state: S
+    """The file's state after the line, its offset aside: the tailer sets that once per read, so a line that
+    changes nothing else costs no copy."""
     reading: Reading | None = None
     automatic_compaction_at: int | None = None
     """Tokens at which an automatic compaction this line announced fired (a profile may learn it)."""
@@ -130,9 +136,8 @@ class JsonlTailer(Generic[S]):
     def poll(self) -> list[Reading]:
         readings: list[Reading] = []
         for key, stat in sorted(self._changed()):
-            path = Path(key)
-            if self.includes(path):
-                readings.extend(self._read_file(path, stat))
+            if key in self._files or self.includes(Path(key)):  # a file read before was included
+                readings.extend(self._read_file(key, stat))
             else:
                 self._seen[key] = _signature(stat)
         return readings
@@ -157,27 +162,29 @@ class JsonlTailer(Generic[S]):
                 except OSError as error:
                     log.warning("%s: cannot read %s: %s", self.source, entry.path, error)
 
-    def _read_file(self, path: Path, stat: os.stat_result) -> list[Reading]:
-        key = str(path)
+    def _read_file(self, key: str, stat: os.stat_result) -> list[Reading]:
+        """Parse the complete lines between the saved offset and the size the listing saw (a line appended since
+        changes the size: read at the next poll)."""
         state = self._files.get(key)
         if state is not None and state.inode == stat.st_ino and stat.st_size == state.offset:
             self._seen[key] = _signature(stat)
             return []  # nothing new since the saved position
         try:
-            handle = path.open("rb")
+            fd = os.open(key, os.O_RDONLY)
         except OSError as error:  # vanished between listing and opening
-            log.warning("%s: cannot read %s: %s", self.source, path, error)
+            log.warning("%s: cannot read %s: %s", self.source, key, error)
             return []
-        self._seen[key] = _signature(stat)  # a line appended from here changes the size: read at the next poll
+        self._seen[key] = _signature(stat)
         if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
             if state is not None:
-                log.info("%s: %s was replaced; reading it from the start", self.source, path)
-            state = self.fresh_state(path, stat.st_ino)
+                log.info("%s: %s was replaced; reading it from the start", self.source, key)
+            state = self.fresh_state(Path(key), stat.st_ino)
         readings: list[Reading] = []
-        with handle:
-            handle.seek(state.offset)
-            while (line := handle.readline()).endswith(b"\n"):
-                result = self.parse_line(state, line, state.offset + len(line))
+        offset = state.offset
+        try:
+            for line in _complete_lines(fd, offset, stat.st_size):
+                offset += len(line)
+                result = self.parse_line(state, line, offset)
                 state = result.state
                 self.observed(result)
                 if result.reading is not None:
@@ -187,7 +194,9 @@ class JsonlTailer(Generic[S]):
                     if result.events and (thread := self.thread_of(state)) is not None:
                         self._unsaved_events[thread] += len(result.events)
                 self._track(result)
-        self._files[key] = state
+        finally:
+            os.close(fd)
+        self._files[key] = state.model_copy(update={"offset": offset}) if offset != state.offset else state
         self._unsaved = True
         return readings
 
@@ -236,6 +245,22 @@ class JsonlTailer(Generic[S]):
 
     def save(self) -> None:
         raise NotImplementedError
+
+
+def _complete_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
+    """The complete lines (newline kept) of the file's bytes [start, end), read a chunk at a time: one `pread` for
+    the few lines a poll usually finds, and a bounded buffer for a long file read from its start."""
+    pending, position = b"", start
+    while position < end:
+        chunk = os.pread(fd, min(READ_CHUNK, end - position), position)
+        if not chunk:  # truncated since the listing: a later poll sees it replaced
+            return
+        position += len(chunk)
+        data, begin = pending + chunk if pending else chunk, 0
+        while (newline := data.find(b"\n", begin)) != -1:
+            yield data[begin : newline + 1]
+            begin = newline + 1
+        pending = data[begin:]
 
 
 def _signature(stat: os.stat_result) -> Signature:

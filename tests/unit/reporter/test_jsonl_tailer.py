@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from reporter import jsonl_tailer
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
@@ -115,20 +117,42 @@ def test_a_file_unchanged_since_its_last_read_is_not_opened(tmp_path: Path, monk
     path.write_bytes(b"".join(lines[:-1]) + lines[-1][:10])  # ends in a line still being written
     tailer = RolloutTailer(tmp_path, tmp_path / "state.json")
     tailer.poll()
-    opened: list[Path] = []
-    real_open = Path.open
+    opened: list[str] = []
+    real_open = os.open
 
-    def counting_open(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        opened.append(self)
-        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+    def counting_open(name: str, *args: int) -> int:
+        opened.append(name)
+        return real_open(name, *args)
 
-    monkeypatch.setattr(Path, "open", counting_open)
+    monkeypatch.setattr(os, "open", counting_open)
     assert tailer.poll() == []
     assert opened == []
-    with real_open(path, "ab") as handle:
+    with path.open("ab") as handle:
         handle.write(lines[-1][10:])
     assert len(tailer.poll()) <= 1
-    assert opened == [path]
+    assert opened == [str(path)]
     read = tailer.state_of(path)
     assert read is not None
     assert read.offset == len(ROLLOUT_FILE.read_bytes())
+
+
+def test_lines_split_across_reads_are_parsed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = ROLLOUT_FILE.read_bytes()
+    whole = tmp_path / "whole" / ROLLOUT_FILE.name
+    whole.parent.mkdir()
+    whole.write_bytes(data)
+    expected = RolloutTailer(whole.parent, tmp_path / "whole.json", collect_events=True)
+    readings = expected.poll()
+
+    monkeypatch.setattr(jsonl_tailer, "READ_CHUNK", 7)  # every line spans several reads
+    split = tmp_path / "split" / ROLLOUT_FILE.name
+    split.parent.mkdir()
+    split.write_bytes(data[:-5])  # the last line still being written
+    tailer = RolloutTailer(split.parent, tmp_path / "split.json", collect_events=True)
+    first = tailer.poll()
+    assert tailer.state_of(split).offset == data.rstrip(b"\n").rfind(b"\n") + 1  # type: ignore[union-attr]
+    with split.open("ab") as handle:
+        handle.write(data[-5:])
+    assert [*first, *tailer.poll()] == readings
+    assert [e.event_id for e in tailer.take_events()] == [e.event_id for e in expected.take_events()]
+    assert tailer.state_of(split).offset == len(data)  # type: ignore[union-attr]
