@@ -70,9 +70,15 @@ class GitView:
 
 
 def _git(cwd: Path, *args: str) -> str | None:
+    """`--no-optional-locks`: a background look neither writes the refreshed index (less work) nor holds its lock
+    while the agent's own git commands run (git's advice for background status)."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False
+            ["git", "--no-optional-locks", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
