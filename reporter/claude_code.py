@@ -313,10 +313,11 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watch: bool = True,
     ) -> None:
         self.state_path = state_path
         state = self._load()
-        super().__init__(directory, dict(state.files), collect_events, facts, clock)
+        super().__init__(directory, dict(state.files), collect_events, facts, clock, watch)
         self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned_compaction_point)
 
     def _load(self) -> _StateFile:

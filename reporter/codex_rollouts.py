@@ -280,9 +280,10 @@ class RolloutTailer(JsonlTailer[RolloutFileState]):
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watch: bool = True,
     ) -> None:
         self.state_path = state_path
-        super().__init__(directory, self._load(), collect_events, facts, clock)
+        super().__init__(directory, self._load(), collect_events, facts, clock, watch)
 
     def _load(self) -> dict[str, RolloutFileState]:
         if not self.state_path.exists():

@@ -5,8 +5,10 @@ A line yields a `LineResult`: the file's new state, maybe a reading, the session
 and the shell commands it started and the results it carried, which feed the spec 4.2 `WorkFactTracker` of the
 thread's working directory. One derivation for both tools: each tool only says how one of its lines reads.
 
-`poll()` returns the readings of the lines read since the last poll: one listing per directory, and a file whose
-(inode, size, mtime) is what it was at its last read is not opened. `commit()` saves the positions reached (the
+`poll()` returns the readings of the lines read since the last poll. Where the kernel can say which files were
+written (`reporter.file_watch`), only those are looked at, and the tree is listed again only every `SWEEP_SECONDS`;
+else each poll lists each directory once. A file whose (inode, size, mtime) is what it was at its last read is not
+opened. `commit()` saves the positions reached (the
 subclass's `save`) at most every `SAVE_SECONDS`, or sooner once one thread has `SAVE_EVENTS` events unsaved: a crash
 re-reads the lines since, never skips one, and what they derive again carries the same event ids and snapshot versions,
 which the pipeline drops. A file whose inode changed or that shrank below its offset was replaced, and is read from its
@@ -15,6 +17,7 @@ start. Only complete lines are consumed: a line still being written is read once
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -25,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, Self, TypeVar
 
+from reporter.file_watch import InotifyWatch
 from reporter.git_facts import WorkFactTracker
 from reporter.readings import Reading, SkipLog
 from schemas.session_events import SessionEvent
@@ -53,6 +57,9 @@ reporter's work at hundreds of active files."""
 SAVE_EVENTS = 64
 """...or as soon as one thread has this many session events past the saved position: half the projection's window of
 recent event ids (`ProjectionConfig.dedupe_window`), so the events a crash derives again are all recognised."""
+SWEEP_SECONDS = 30.0
+"""Even with a file watch, the whole tree is listed this often: a write the kernel does not see (a network
+filesystem's other clients) is still read."""
 READ_CHUNK = 1 << 20
 """Bytes read at once: a poll's new lines fit in one read; a long transcript read from its start stays bounded."""
 Signature = tuple[int, int, int]
@@ -90,7 +97,9 @@ class JsonlTailer(Generic[S]):
         collect_events: bool = False,
         facts: WorkFactTracker | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watch: bool = True,
     ) -> None:
+        """`watch`: let the kernel say which files changed where it can (`reporter.file_watch`), else sweep."""
         self.directory = directory
         self.collect_events = collect_events
         self.facts = facts
@@ -106,6 +115,9 @@ class JsonlTailer(Generic[S]):
         self._clock = clock
         self._saved_at: float | None = None
         self._seen: dict[str, Signature] = {}
+        self._watch = InotifyWatch.open() if watch else None
+        self._swept_at: float | None = None
+        """When the last sweep that watched the directory ran (None: the next poll sweeps)."""
 
     def fresh_state(self, path: Path, inode: int) -> S:
         raise NotImplementedError
@@ -143,12 +155,33 @@ class JsonlTailer(Generic[S]):
         return readings
 
     def _changed(self) -> Iterator[tuple[str, os.stat_result]]:
-        """Every `*.jsonl` under the directory not seen as it is now: one listing per directory, one `stat` per
-        file (this runs every poll, over hundreds of files of which few moved)."""
-        folders = [str(self.directory)]
+        """Every `*.jsonl` under the directory not seen as it is now. Watched: the files the kernel says were written
+        (a `stat` each), and a sweep of the directories made since; else, or after an overflow, or every
+        `SWEEP_SECONDS`, a sweep of the whole tree."""
+        now = self._clock()
+        if self._watch is not None:
+            changes = self._watch.read()
+            if not changes.overflow and self._swept_at is not None and now - self._swept_at < SWEEP_SECONDS:
+                for folder in changes.directories:
+                    yield from self._sweep(folder)
+                for path in changes.files:
+                    stat = _stat(path) if path.endswith(".jsonl") else None
+                    if stat is not None and self._seen.get(path) != _signature(stat):
+                        yield path, stat
+                return
+        top = str(self.directory)
+        self._swept_at = now if self._watch is not None and os.path.isdir(top) else None
+        yield from self._sweep(top)
+
+    def _sweep(self, top: str) -> Iterator[tuple[str, os.stat_result]]:
+        """Every `*.jsonl` under `top` not seen as it is now: one listing per directory (watched first, so a file
+        written while it is listed is told), one `stat` per file."""
+        folders = [top]
         while folders:
+            folder = folders.pop()
+            self._watch_folder(folder)
             try:
-                entries = list(os.scandir(folders.pop()))
+                entries = list(os.scandir(folder))
             except OSError:  # a folder that vanished since it was listed
                 continue
             for entry in entries:
@@ -161,6 +194,16 @@ class JsonlTailer(Generic[S]):
                             yield entry.path, stat
                 except OSError as error:
                     log.warning("%s: cannot read %s: %s", self.source, entry.path, error)
+
+    def _watch_folder(self, folder: str) -> None:
+        if self._watch is None:
+            return
+        try:
+            self._watch.add(folder)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, errno.ENOTDIR):  # e.g. the watches are used up: sweep every poll
+                log.warning("%s: %s; every poll lists the directories", self.source, error)
+                self._watch = None
 
     def _read_file(self, key: str, stat: os.stat_result) -> list[Reading]:
         """Parse the complete lines between the saved offset and the size the listing saw (a line appended since
@@ -261,6 +304,13 @@ def _complete_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
             yield data[begin : newline + 1]
             begin = newline + 1
         pending = data[begin:]
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:  # removed or renamed since it was written
+        return None
 
 
 def _signature(stat: os.stat_result) -> Signature:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from reporter import jsonl_tailer
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
+from reporter.file_watch import InotifyWatch
 from reporter.jsonl_tailer import SAVE_EVENTS, SAVE_SECONDS
 from reporter.readings import Reading, to_snapshot
 from streams.projection.config import ProjectionConfig
@@ -156,3 +158,37 @@ def test_lines_split_across_reads_are_parsed_whole(tmp_path: Path, monkeypatch: 
     assert [*first, *tailer.poll()] == readings
     assert [e.event_id for e in tailer.take_events()] == [e.event_id for e in expected.take_events()]
     assert tailer.state_of(split).offset == len(data)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_appended_lines_and_files_in_new_directories_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watch: bool
+) -> None:
+    if watch and InotifyWatch.open() is None:
+        pytest.skip("no inotify here")
+    lines = ROLLOUT_FILE.read_bytes().splitlines(keepends=True)
+    first = tmp_path / "2026" / "02" / "23" / ROLLOUT_FILE.name
+    first.parent.mkdir(parents=True)
+    first.write_bytes(b"".join(lines[:20]))
+    tailer = RolloutTailer(tmp_path, tmp_path.parent / f"state-{watch}.json", watch=watch)
+    tailer.poll()
+    listed: list[str] = []
+    real_scandir = os.scandir
+
+    def counting_scandir(path: str) -> Iterator[os.DirEntry[str]]:
+        listed.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counting_scandir)
+    with first.open("ab") as handle:
+        handle.write(b"".join(lines[20:]))
+    second = tmp_path / "2026" / "02" / "24" / ROLLOUT_FILE.name.replace("019c8bfe", "019c8bff")
+    second.parent.mkdir()
+    second.write_bytes(b"".join(lines))
+    tailer.poll()
+    assert tailer.state_of(first).offset == len(ROLLOUT_FILE.read_bytes())  # type: ignore[union-attr]
+    assert tailer.state_of(second).offset == len(ROLLOUT_FILE.read_bytes())  # type: ignore[union-attr]
+    if watch:  # the kernel said what changed: only the new directory was listed
+        assert listed == [str(second.parent)]
+    else:
+        assert str(tmp_path) in listed
