@@ -170,6 +170,8 @@ def _timestamp(record: dict[str, Any]) -> datetime:
 
 
 LineResult = JsonlLineResult[TranscriptState]
+"""For annotations: results are built as plain `JsonlLineResult(...)`, since calling the subscripted alias costs
+typing's bookkeeping (a refused attribute on a frozen dataclass) on every line."""
 
 
 def parse_transcript_line(
@@ -178,11 +180,11 @@ def parse_transcript_line(
     """The file's state after one complete line (its offset aside: the tailer's), and the thread's new reading if the
     line made one."""
     if not line.strip():
-        return LineResult(state)
+        return JsonlLineResult(state)
     try:
         record = json.loads(line)
         if not isinstance(record, dict) or record.get("isSidechain") is True:
-            return LineResult(state)
+            return JsonlLineResult(state)
         kind = record.get("type")
         facts: dict[str, Any] = {}
         session, cwd = record.get("sessionId"), record.get("cwd")
@@ -205,15 +207,15 @@ def parse_transcript_line(
             }
             state = state.model_copy(update=facts)
             learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
-            return LineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
+            return JsonlLineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
         if kind == "assistant":
             return _assistant(state, record, facts, end_offset, profile)
         if kind == "user":
             return _user(state, record, facts)
-        return LineResult(state.model_copy(update=facts) if facts else state)
+        return JsonlLineResult(state.model_copy(update=facts) if facts else state)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
-        return LineResult(state)
+        return JsonlLineResult(state)
 
 
 def _thread(state: TranscriptState) -> str:
@@ -228,7 +230,7 @@ def _assistant(
     message = record.get("message") or {}
     usage = message.get("usage")
     if not isinstance(usage, dict):
-        return LineResult(state.model_copy(update=facts) if facts else state)
+        return JsonlLineResult(state.model_copy(update=facts) if facts else state)
     at = _timestamp(record)
     calls = tool_calls(record)
     if calls:
@@ -241,7 +243,7 @@ def _assistant(
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
         state = state.model_copy(update=facts) if facts else state
         events = tuple(assistant_events(record, _thread(state), at, None))
-        return LineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=edits)
+        return JsonlLineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=edits)
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -267,7 +269,7 @@ def _assistant(
     )
     events = tuple(assistant_events(record, _thread(state), at, sample))
     commands = tuple(shell_commands(record))
-    return LineResult(state, state.reading(profile), None, events, commands, at=at, edits=edits)
+    return JsonlLineResult(state, state.reading(profile), None, events, commands, at=at, edits=edits)
 
 
 def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any]) -> LineResult:
@@ -279,13 +281,13 @@ def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any])
         mode = state.compaction_mode or TriggerMode.REQUEST_START
         events = summary_events(record, thread, at, mode, state.compaction_pre_tokens)
         facts |= {"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None}
-        return LineResult(state.model_copy(update=facts), events=tuple(events))
+        return JsonlLineResult(state.model_copy(update=facts), events=tuple(events))
     events = user_events(record, thread, at, state.tool_names)
     surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
     if surface != state.last_surface:
         facts["last_surface"] = surface
     state = state.model_copy(update=facts) if facts else state
-    return LineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
+    return JsonlLineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
 
 
 class _StateFile(BaseModel):

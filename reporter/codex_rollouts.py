@@ -112,6 +112,8 @@ class RolloutFileState(BaseModel):
 
 
 LineResult = JsonlLineResult[RolloutFileState]
+"""For annotations: results are built as plain `JsonlLineResult(...)`, since calling the subscripted alias costs
+typing's bookkeeping (a refused attribute on a frozen dataclass) on every line."""
 
 
 def _stated_window(state: RolloutFileState, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +134,7 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
     """The file's state after one complete line (its offset aside: the tailer's): the thread's new reading if the
     line made one, the session events it adds, and the shell commands it started or finished."""
     if not line.strip():
-        return LineResult(state)
+        return JsonlLineResult(state)
     try:
         record = json.loads(line)
         kind = record["type"]
@@ -142,12 +144,12 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
             raise ValueError("timestamp without an offset")
         if kind == "session_meta":
             update: dict[str, Any] = {"thread_id": str(payload["id"])}
-            return LineResult(
+            return JsonlLineResult(
                 state.model_copy(update=update | _stated_window(state, kind, payload) | _cwd(state, kind, payload))
             )
         if (model := model_of(kind, payload)) is not None:
             update = ({"model": model} if model != state.model else {}) | _cwd(state, kind, payload)
-            return LineResult(_updated(state, update))
+            return JsonlLineResult(_updated(state, update))
         if (announced := compaction_announcement(kind, payload)) is not None:
             return _compaction(state, announced, payload, end_offset, at)
         window = _stated_window(state, kind, payload)
@@ -156,11 +158,11 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
         state = _updated(state, window)
         if kind not in KNOWN_TYPES:
             skipped.note("unknown_type")
-            return LineResult(state)
+            return JsonlLineResult(state)
         return _surface(state, kind, payload, end_offset, at)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
-        return LineResult(state)
+        return JsonlLineResult(state)
 
 
 def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_offset: int, at: datetime) -> LineResult:
@@ -176,7 +178,7 @@ def _surface(state: RolloutFileState, kind: str, payload: dict[str, Any], end_of
     ):
         update["last_surface"] = surface
     commands, outcomes = shell_commands(kind, payload), command_outcomes(kind, payload)
-    return LineResult(
+    return JsonlLineResult(
         _updated(state, update),
         events=tuple(events),
         commands=tuple(commands),
@@ -197,19 +199,19 @@ def _usage(
 ) -> LineResult:
     """`window`: the update of the window the same record states."""
     if digest == state.last_usage_digest:
-        return LineResult(_updated(state, window))  # Codex writes each usage record twice
+        return JsonlLineResult(_updated(state, window))  # Codex writes each usage record twice
     limit = window.get("window", state.window)
     if limit is None:
         skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")
-        return LineResult(state)
+        return JsonlLineResult(state)
     if last.total_tokens > limit:
         # Around a compaction Codex reports the compaction request's usage, larger than the window.
         skipped.note("usage_above_window")
-        return LineResult(state.model_copy(update=window | {"last_usage_digest": digest}))
+        return JsonlLineResult(state.model_copy(update=window | {"last_usage_digest": digest}))
     update = window | {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
     state, reading = _with_reading(state, update, end_offset, at)
     if state.thread_id is None:
-        return LineResult(state, reading)
+        return JsonlLineResult(state, reading)
     sample = UsageSample(
         thread_id=state.thread_id,
         event_id=event_id(state.thread_id, end_offset, "u"),
@@ -221,7 +223,7 @@ def _usage(
         model=state.model,
         context_window_tokens=state.window,
     )
-    return LineResult(state, reading, events=(sample,), at=at)
+    return JsonlLineResult(state, reading, events=(sample,), at=at)
 
 
 def _compaction(
@@ -229,7 +231,7 @@ def _compaction(
 ) -> LineResult:
     window_number = payload.get("window_number")  # newer versions number the context windows: a repeat says so
     if state.compaction_echo == announced or (type(window_number) is int and window_number <= state.compaction_count):
-        return LineResult(state.model_copy(update={"compaction_echo": None}))  # the same compaction's other notice
+        return JsonlLineResult(state.model_copy(update={"compaction_echo": None}))  # the same compaction's other notice
     mode = trigger_of(None, state.last_surface)  # rollouts do not say what started it
     before = state.last_usage.total_tokens if state.last_usage and not state.usage_stale else None
     update = {
@@ -241,13 +243,13 @@ def _compaction(
     }
     state, reading = _with_reading(state, update, end_offset, at)
     if state.thread_id is None:
-        return LineResult(state, reading)
+        return JsonlLineResult(state, reading)
     prefix = event_id(state.thread_id, end_offset, "c")
     events = [
         compaction_started(state.thread_id, f"{prefix}s", at, mode, before),
         *compaction_finished(state.thread_id, prefix, at, mode, before, replacement_tokens(payload)),
     ]
-    return LineResult(state, reading, events=tuple(events))
+    return JsonlLineResult(state, reading, events=tuple(events))
 
 
 def _with_reading(
