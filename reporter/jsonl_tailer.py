@@ -8,11 +8,11 @@ thread's working directory. One derivation for both tools: each tool only says h
 `poll()` returns the readings of the lines read since the last poll. Where the kernel can say which files were
 written (`reporter.file_watch`), only those are looked at, and the tree is listed again only every `SWEEP_SECONDS`;
 else each poll lists each directory once. A file whose (inode, size, mtime) is what it was at its last read is not
-opened. `commit()` saves the positions reached (the
-subclass's `save`) at most every `SAVE_SECONDS`, or sooner once one thread has `SAVE_EVENTS` events unsaved: a crash
-re-reads the lines since, never skips one, and what they derive again carries the same event ids and snapshot versions,
-which the pipeline drops. A file whose inode changed or that shrank below its offset was replaced, and is read from its
-start. Only complete lines are consumed: a line still being written is read once its newline arrives.
+opened. `commit()` saves the positions reached (the subclass's `save`) at most every `SAVE_SECONDS`, or sooner once
+one thread has `SAVE_EVENTS` events unsaved: a crash re-reads the lines since, never skips one, and what they derive
+again carries the same event ids and snapshot versions, which the pipeline drops. A file whose inode changed or that
+shrank below its offset was replaced, and is read from its start. Only complete lines are consumed: a line still
+being written is read once its newline arrives.
 """
 
 from __future__ import annotations
