@@ -42,6 +42,7 @@ from schemas import (
     ThreadMasterActionIssued,
     ThresholdPolicy,
     WorkFactChanged,
+    WrapUpChecklist,
 )
 from schemas.admission import captured_at_refusal, version_refusal
 from schemas.projects import ThreadRoutes
@@ -340,7 +341,10 @@ def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
 
 # -- derivation -----------------------------------------------------------------------------------------------------
 def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
+    """Every derived value is computed from the raw facts `state` holds, which no step here changes: the changes are
+    collected and applied in one copy at the end."""
     emits: list[Emit] = []
+    update: dict[str, object] = {}
     must_finish = state.worker_must_finish or any(f.active for f in state.work_facts)
     ready = handoff.thread_ready(state)
     level = state.context_budget_level
@@ -351,10 +355,10 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
     )
     risk = not ready and (level is ContextBudgetLevel.CRITICAL or imminent)
     if must_finish != state.must_finish_before_compaction:
-        state = state.model_copy(update={"must_finish_before_compaction": must_finish})
+        update["must_finish_before_compaction"] = must_finish
 
     if risk != state.compaction_risk_open:
-        state = state.model_copy(update={"compaction_risk_open": risk})
+        update["compaction_risk_open"] = risk
         kind = ContextEventType.COMPACTION_RISK_OPENED if risk else ContextEventType.COMPACTION_RISK_RESOLVED
         reason = "handoff_ready" if not risk and ready else ("critical" if level is ContextBudgetLevel.CRITICAL else "")
         emits.append(_context_event(state, kind, cause, reason or ("imminent" if risk else "recovered")))
@@ -379,31 +383,29 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         now=now,
     )
     if transitions:
-        state = state.model_copy(update={"open_alerts": open_alerts, "alert_sequence": sequence})
+        update |= {"open_alerts": open_alerts, "alert_sequence": sequence}
         emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
 
-    state = _with_checklist(state)
+    checklist = wrap_up_checklist(state)
+    if checklist != state.wrap_up_checklist:
+        update["wrap_up_checklist"] = checklist
     due = actions_for_level(level)
     due += [action for action in state.requested_actions if action not in due]
     if due != state.due_actions:
-        state = state.model_copy(
-            update={
-                "due_actions": due,
-                "wrap_up_requested": state.wrap_up_requested or bool(WRAP_UP_ACTIONS & set(due)),
-            }
-        )
+        update["due_actions"] = due
+        update["wrap_up_requested"] = state.wrap_up_requested or bool(WRAP_UP_ACTIONS & set(due))
     items, changes = action_lifecycle.reconcile(
         state.master_actions, due, ready=ready, level=level, thread_id=state.thread_id, cause=cause, now=now
     )
     if changes:
-        state = state.model_copy(update={"master_actions": items})
-        emits += _action_emits(state, changes)
+        update["master_actions"] = items
+        emits += _action_emits(state, changes, checklist)
 
     needs_handoff = level in (ContextBudgetLevel.URGENT, ContextBudgetLevel.CRITICAL) or (
         MasterAction.PREPARE_HANDOFF in due
     )
     if needs_handoff and not ready and not state.handoff_required_sent:
-        state = state.model_copy(update={"handoff_required_sent": True})
+        update["handoff_required_sent"] = True
         emits.append(
             Emit(
                 CLIENT_EVENTS,
@@ -418,7 +420,7 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
                 ),
             )
         )
-    return state, emits
+    return (state.model_copy(update=update) if update else state), emits
 
 
 def _with_handoff(
@@ -504,11 +506,14 @@ def _context_event(
     )
 
 
-def _action_emits(state: ThreadState, changes: list[action_lifecycle.Change]) -> list[Emit]:
-    """Each change as a version of its record, and each issue also as the client event a master can listen for."""
+def _action_emits(
+    state: ThreadState, changes: list[action_lifecycle.Change], checklist: WrapUpChecklist | None = None
+) -> list[Emit]:
+    """Each change as a version of its record, and each issue also as the client event a master can listen for.
+    `checklist`: the state's current one, when the caller has it."""
     if not changes:
         return []
-    checklist = wrap_up_checklist(state)
+    checklist = wrap_up_checklist(state) if checklist is None else checklist
     emits: list[Emit] = []
     for change in changes:
         item = change.item
