@@ -484,10 +484,14 @@ def _first_state(slot: ThreadSlot, snapshot: ThreadContextSnapshot, now: datetim
     )
 
 
+_EVENT_SUFFIX = {kind: kind.value.rsplit(".", 1)[-1] for kind in ContextEventType}
+"""The last part of each event type, for event ids (an enum's `.value` is a slow descriptor on the hot path)."""
+
+
 def _context_event(
     state: ThreadState, kind: ContextEventType, cause: str, reason: str = "", previous: ThreadState | None = None
 ) -> Emit:
-    suffix = kind.value.rsplit(".", 1)[-1]
+    suffix = _EVENT_SUFFIX[kind]
     return Emit(
         CONTEXT_EVENTS,
         state.thread_id,
