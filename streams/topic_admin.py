@@ -149,13 +149,18 @@ async def create_missing(admin: AIOKafkaAdminClient, wanted: Iterable[NewTopic])
     """Create those of `wanted` that do not exist; return their names (empty: nothing to do)."""
     existing = set(await admin.list_topics())
     missing = [topic for topic in wanted if topic.name not in existing]
-    if missing:
-        response = await admin.create_topics(missing)
-        for topic, code, *message in response.topic_errors:
-            # Another process creating the same topic at the same moment is fine: the topic exists.
-            if code and for_code(code) is not TopicAlreadyExistsError:
-                raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
-    return [topic.name for topic in missing]
+    if not missing:
+        return []
+    response = await admin.create_topics(missing)
+    created = {topic.name for topic in missing}
+    for topic, code, *message in response.topic_errors:
+        if code and for_code(code) is TopicAlreadyExistsError:
+            # Created by another process at the same moment, or listed late: a broker's metadata can trail a
+            # creation it has acknowledged. Either way the topic exists and this call did not create it.
+            created.discard(topic)
+        elif code:
+            raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+    return [topic.name for topic in missing if topic.name in created]
 
 
 def ensure_topics_sync(settings: Settings) -> list[str]:

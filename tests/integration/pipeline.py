@@ -78,14 +78,16 @@ def listed_conversation(api: str, token: str, conversation_id: str) -> dict[str,
 
 
 async def until_listed(
-    api: str, token: str, conversation_id: str, within: float, *, with_ring: bool = True
+    api: str, token: str, conversation_id: str, within: float, *, with_ring: bool = True, percent: int | None = None
 ) -> dict[str, Any]:
-    """Read the list until the conversation is in it, with a ring percent unless `with_ring` is False: the list
-    reads ClickHouse, so this waits for the sink to have written the pipeline's item."""
+    """Read the list until the conversation is in it, with a ring percent unless `with_ring` is False (with that
+    `percent` when given): the list reads ClickHouse, so this waits for the sink to have written the pipeline's
+    item, and the sink may write a thread's earlier rings in batches before its latest."""
     deadline = time.monotonic() + within
     while True:
         found = await asyncio.to_thread(listed_conversation, api, token, conversation_id)
-        if found is not None and (not with_ring or found["context_budget_indicator"].get("percent") is not None):
+        shown = found["context_budget_indicator"].get("percent") if found is not None else None
+        if found is not None and (not with_ring or shown is not None) and percent in (None, shown):
             return found
         if time.monotonic() > deadline:
             raise AssertionError(f"{conversation_id} not listed within {within} s: {found}")

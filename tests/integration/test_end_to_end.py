@@ -74,7 +74,7 @@ async def test_a_codex_session_reported_through_the_api_shows_as_the_conversatio
         )
         # The BFF reads the same ring from ClickHouse, once the sink has written it.
         operator = issue_token(secret, Role.OPERATOR, "e2e", ttl=timedelta(hours=1))
-        listed = await until_listed(api, operator, "conv-e2e", within=30)
+        listed = await until_listed(api, operator, "conv-e2e", within=30, percent=expected)
         assert listed["context_budget_indicator"]["percent"] == expected
         # The thread view (spec 6.3) of the same thread: the engine's level, the worker's exact budget.
         detail = await _until_found(f"{api}/api/v1/threads/{THREAD}/context-budget", operator, within=30)

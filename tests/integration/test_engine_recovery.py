@@ -156,7 +156,9 @@ async def test_a_second_worker_joins_and_leaves_and_results_stay_correct(
         try:
             await _produce_paced(settings, records[:third], chunk=100, pause=0.02)
             two.start()
-            await asyncio.sleep(8)  # the group rebalances onto two members
+            # Its first progress line: it runs (a Ctrl-C before the worker's loop starts is no clean leave) and
+            # has had its first progress interval to join the group.
+            await two.printed("records in ")
             await _produce_paced(settings, records[third : 2 * third], chunk=100, pause=0.02)
             assert two.stop() == 0, two.output()  # leaves: its partitions move back to the first worker
             await _produce_paced(settings, records[2 * third :], chunk=100, pause=0.02)

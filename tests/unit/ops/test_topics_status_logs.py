@@ -120,6 +120,8 @@ def test_status_reads_the_lag_of_the_topics_its_roles_read_and_a_sink_backlog_on
         "ctx.handoff-packages",
         "ctx.alert-commands-by-thread",
         "ctx.master-action-commands",
+        "ctx.conversation-links",  # the routing runs in the engine's fold
+        "ctx.task-importance",
     }
     assert read("engine") == engine | {"ctx.policies", "ctx.alert-commands"}
     assert read("sinks") == {f"ctx.{route}" for route in ROUTES}
