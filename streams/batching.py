@@ -18,6 +18,7 @@ from schemas import DeadLetter, DecodeError, Record
 
 S = TypeVar("S")
 K = TypeVar("K", bytes, str)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,18 @@ def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, 
     )
 
 
+def decode_keyed(
+    message: InputMessage, decode: Callable[[bytes | None], R], key_of: Callable[[R], str]
+) -> tuple[str, R]:
+    """The message's record and its key, `key_of(record)`; a `DecodeError` when it does not decode or is keyed
+    otherwise (a record under another key would land in another key's state)."""
+    record = decode(message.value)
+    key = key_of(record)
+    if message.key != key.encode():
+        raise DecodeError("key_mismatch", f"key {message.key!r} is not the record's key {key!r}")
+    return key, record
+
+
 def fold_records(
     messages: Iterable[InputMessage],
     load: Callable[[str], S | None],
@@ -97,10 +110,7 @@ def fold_records(
     states: dict[str, S | None] = {}
     for message in messages:
         try:
-            record = decoders[message.topic].decode(message.value)
-            key = key_of(record)
-            if message.key != key.encode():
-                raise DecodeError("key_mismatch", f"key {message.key!r} is not the record's key {key!r}")
+            key, record = decode_keyed(message, decoders[message.topic].decode, key_of)
         except DecodeError as error:
             result.emits.append(dead_letter(message, error.reason, error.detail, now, prefix))
             continue

@@ -17,7 +17,7 @@ from schemas import Codec, DecodeError, HandoffPackage, ThreadState, ThresholdPo
 from schemas.projects import ConversationLink, TaskImportance, ThreadRoutes
 from streams.aggregates import routes
 from streams.aggregates.config import ProjectsConfig
-from streams.batching import BatchResult, Emit, InputMessage, dead_letter
+from streams.batching import BatchResult, Emit, InputMessage, dead_letter, decode_keyed
 from streams.engine.batch import process_batch, tick_all
 from streams.engine.fold import ThreadSlot
 
@@ -48,15 +48,9 @@ def fused_batch(
                 yield message
                 continue
             try:
-                record = decoder.decode(message.value)
-                if message.key != record.thread_id.encode():
-                    raise DecodeError(
-                        "key_mismatch", f"key {message.key!r} is not the record's key {record.thread_id!r}"
-                    )
+                inputs.append(decode_keyed(message, decoder.decode, lambda record: record.thread_id))
             except DecodeError as error:
                 dead.append(dead_letter(message, error.reason, error.detail, now, prefix))
-                continue
-            inputs.append((record.thread_id, record))
 
     def on_record(thread_id: str, record: object) -> None:
         if isinstance(record, HandoffPackage):

@@ -46,7 +46,7 @@ from core.topics import compacted_topics
 from schemas import DecodeError
 from schemas.codec import encode_record
 from streams import metrics
-from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter
+from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
 from streams.runtime import faust_fixes
 from streams.runtime.deadlines import DeadlineIndex
 from streams.runtime.policy_table import MirroredTable
@@ -170,9 +170,7 @@ class Runtime:
             for event in events:
                 message = self.message(event)
                 try:
-                    key = key_of(decode(message.value))
-                    if message.key != key.encode():
-                        raise DecodeError("key_mismatch", f"key {message.key!r} is not {key!r}")
+                    key, _ = decode_keyed(message, decode, key_of)
                 except DecodeError as error:
                     dead.append(dead_letter(message, error.reason, error.detail, datetime.now(UTC), prefix))
                     continue

@@ -24,7 +24,7 @@ from core.folds import Fold
 from core.settings import Settings
 from schemas import DecodeError, Record
 from schemas.codec import encode_record
-from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter
+from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
 from streams.runtime.deadlines import DeadlineIndex
 from streams.runtime.protocol import (
     BatchFn,
@@ -125,10 +125,7 @@ class MemoryRuntime:
             dead = []
             for message in messages:
                 try:
-                    value = decode(message.value)
-                    key = key_of(value)
-                    if message.key != key.encode():
-                        raise DecodeError("key_mismatch", f"key {message.key!r} is not {key!r}")
+                    key, value = decode_keyed(message, decode, key_of)
                 except DecodeError as error:
                     dead.append(dead_letter(message, error.reason, error.detail, self.now, self.settings.topic_prefix))
                     continue
