@@ -21,6 +21,8 @@ from core.topics import TOPICS, TopicSpec
 
 CHANGELOG_CONFIGS = {"cleanup.policy": "compact"}
 """What Faust itself declares for a table changelog: the latest value per key is the table."""
+SERVED_WITHIN_SECONDS = 30.0
+"""How long a created topic may take to appear in the broker's metadata."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,22 @@ async def create_missing(admin: AIOKafkaAdminClient, wanted: Iterable[NewTopic])
             created.discard(topic)
         elif code:
             raise for_code(code)(f"creating topic {topic}: {message[0] if message else ''}")
+    await _until_served(admin, {t.name: t.num_partitions for t in missing})
     return [topic.name for topic in missing if topic.name in created]
+
+
+async def _until_served(admin: AIOKafkaAdminClient, partitions: Mapping[str, int]) -> None:
+    """Until the broker's metadata has every one of `partitions`' topics with its partitions: it acknowledges a
+    creation before its metadata serves the topic, and whoever called this (a worker, a producer) reads it next."""
+    deadline = asyncio.get_running_loop().time() + SERVED_WITHIN_SECONDS
+    while True:
+        described = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(partitions))}
+        waiting = sorted(name for name, count in partitions.items() if described.get(name, 0) < count)
+        if not waiting:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"created but not served within {SERVED_WITHIN_SECONDS:.0f} s: {', '.join(waiting)}")
+        await asyncio.sleep(0.1)
 
 
 def ensure_topics_sync(settings: Settings) -> list[str]:
