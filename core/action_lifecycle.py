@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.ids import derived_id
 from schemas import (
     ContextBudgetLevel,
     MasterAction,
@@ -74,7 +75,7 @@ def reconcile(
     for action in due:
         if action not in issued:
             item = MasterActionItem(
-                action_id=f"{thread_id}:{cause}:{action.value}",
+                action_id=derived_id(thread_id, cause, action.value),
                 action=action,
                 state=_State.ISSUED,
                 context_budget_level=level,
@@ -104,7 +105,7 @@ def request_manual(
 ) -> tuple[list[MasterActionItem], list[Change]]:
     """A manual action issued (its id from the request's cause); an open one of the same action it replaces is
     superseded. A repeat of the same request changes nothing."""
-    action_id = f"{thread_id}:{action.value}:{cause}"
+    action_id = derived_id(thread_id, action.value, cause)
     held = next((item for item in items if item.action is action), None)
     if held is not None and held.action_id == action_id:
         return list(items), []

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from core.ids import bounded, short_text
 from schemas import ContextBudgetLevel, KeyCommand, MasterAction, WrapUpChecklist
 from schemas.enums import WorkFact
-from schemas.state import ThreadState
+from schemas.state import ThreadState, WorkFactState
 
 _A = MasterAction
 ACTIONS_BY_LEVEL: Mapping[ContextBudgetLevel, tuple[MasterAction, ...]] = {
@@ -42,20 +43,20 @@ def wrap_up_checklist(state: ThreadState) -> WrapUpChecklist:
     """Spec 8.3 from the thread's work-state facts and its handoff package; the worker fills in the rest."""
     active = [fact for fact in state.work_facts if fact.active]
     files = sorted({path for fact in active for path in fact.files})
-    patches = [f.detail or ", ".join(f.files) for f in active if f.fact is WorkFact.UNCOMMITTED_PATCH]
+    patches = [_patch(f) for f in active if f.fact is WorkFact.UNCOMMITTED_PATCH]
     tests = [f.detail for f in active if f.fact is WorkFact.UNRECORDED_TEST_RESULTS and f.detail]
     package = state.handoff
     commands = package.critical_commands if package else []
     return WrapUpChecklist(
-        files=sorted({*files, *(package.critical_files if package else [])}),
+        files=bounded(sorted({*files, *(package.critical_files if package else [])})),
         completed_patches=_completed_patches(state),
         pending_patches=patches,
         last_key_command=KeyCommand(command=commands[-1]) if commands else None,
         last_test_conclusion=tests[-1] if tests else None,
         open_questions=list(package.open_questions) if package else [],
         suggested_next_action=_suggested_next_action(state),
-        evidence_links=sorted(
-            {*(package.critical_artifacts if package else []), *(package.decision_links if package else [])}
+        evidence_links=bounded(
+            sorted({*(package.critical_artifacts if package else []), *(package.decision_links if package else [])})
         ),
     )
 
@@ -64,12 +65,17 @@ def _completed_patches(state: ThreadState) -> list[str]:
     """Patches resolved in this cycle: an uncommitted_patch fact that was active and is resolved since the last
     compaction (the fact keeps its last detail and files)."""
     return [
-        f.detail or ", ".join(f.files)
+        _patch(f)
         for f in state.work_facts
         if f.fact is WorkFact.UNCOMMITTED_PATCH
         and not f.active
         and (state.last_compaction_at is None or f.changed_at >= state.last_compaction_at)
     ]
+
+
+def _patch(fact: WorkFactState) -> str:
+    """A patch as the checklist names it: the fact's detail, or the files it touches."""
+    return fact.detail or short_text(", ".join(fact.files))
 
 
 def _suggested_next_action(state: ThreadState) -> str:

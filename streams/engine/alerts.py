@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from core.ids import derived_id
 from schemas import AlertStatus, AlertType, ContextAlert, ContextBudgetLevel
 
 LEVEL_ALERT = {
@@ -19,7 +20,7 @@ LEVEL_ALERT = {
 
 
 def alert_id(thread_id: str, alert_type: AlertType, sequence: int) -> str:
-    return f"{thread_id}:{alert_type.value}:{sequence}"
+    return derived_id(thread_id, alert_type.value, str(sequence))
 
 
 _DECLARED = {alert_type: i for i, alert_type in enumerate(AlertType)}

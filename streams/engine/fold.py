@@ -19,6 +19,7 @@ from pydantic import Field
 from core import action_lifecycle, handoff
 from core.actions import WRAP_UP_ACTIONS, actions_for_level, wrap_up_checklist
 from core.engine_config import EngineConfig
+from core.ids import derived_id
 from core.levels import classify_level, report_interval_seconds
 from core.precedence import Verdict, judge, record_mark
 from core.topics import ALERTS, CLIENT_EVENTS, CONTEXT_EVENTS, MASTER_ACTIONS
@@ -411,7 +412,7 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
                 CLIENT_EVENTS,
                 state.project_id,
                 ThreadHandoffRequired(
-                    event_id=f"{state.thread_id}:{cause}:handoff_required",
+                    event_id=derived_id(state.thread_id, cause, "handoff_required"),
                     occurred_at=now,
                     project_id=state.project_id,
                     thread_id=state.thread_id,
@@ -436,7 +437,7 @@ def _with_handoff(
                 CLIENT_EVENTS,
                 state.project_id,
                 ThreadHandoffReady(
-                    event_id=f"{state.thread_id}:{cause}:handoff_ready",
+                    event_id=derived_id(state.thread_id, cause, "handoff_ready"),
                     occurred_at=now,
                     project_id=state.project_id,
                     thread_id=state.thread_id,
@@ -496,7 +497,7 @@ def _context_event(
         CONTEXT_EVENTS,
         state.thread_id,
         ContextEvent(
-            event_id=f"{state.thread_id}:{cause}:{suffix}",
+            event_id=derived_id(state.thread_id, cause, suffix),
             event_type=kind,
             thread_id=state.thread_id,
             project_id=state.project_id,
@@ -534,7 +535,7 @@ def _action_emits(
                     CLIENT_EVENTS,
                     state.project_id,
                     ThreadMasterActionIssued(
-                        event_id=f"{item.action_id}:issued",
+                        event_id=derived_id(item.action_id, "issued"),
                         occurred_at=item.issued_at,
                         project_id=state.project_id,
                         thread_id=state.thread_id,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core import handoff
+from core.ids import derived_id
 from core.levels import policy_for
 from core.profiles import ProfileSet
 from core.topics import COMPACTIONS, SESSION_EVENTS, SNAPSHOTS, THREAD_PROJECTIONS, THREAD_STATE
@@ -128,7 +129,7 @@ def estimator_snapshot(state: ProjectionState, reading: BudgetReading) -> Thread
         last_compaction_at=reading.last_compaction_at,
         compaction_count=reading.compaction_count,
         captured_at=reading.occurred_at,
-        snapshot_id=f"{state.thread_id}:proj:{reading.sequence}",
+        snapshot_id=derived_id(state.thread_id, "proj", str(reading.sequence)),
         snapshot_version=reading.sequence,
     )
 
