@@ -7,14 +7,19 @@ check the key, apply a pure per-record fold. The engine has its own batch functi
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+from core.ids import short_text
 from core.topics import DEADLETTER
 from schemas import DeadLetter, DecodeError, Record
+
+log = logging.getLogger(__name__)
+FOLD_FAILED = "fold_failed"
 
 S = TypeVar("S")
 K = TypeVar("K", bytes, str)
@@ -48,7 +53,8 @@ class BatchResult(Generic[S]):
     """Changed states by key: write these to the table."""
     emits: list[Emit] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
-    """What the batch decided besides states and outputs, for metrics: `snapshot_<verdict>`, `level_mismatch`."""
+    """What the batch decided besides states and outputs, for metrics: `snapshot_<verdict>`, `level_mismatch`,
+    `fold_failed`."""
 
 
 class Decoder(Protocol):
@@ -82,6 +88,16 @@ def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, 
     )
 
 
+def fold_failure(message: InputMessage, error: Exception, result: BatchResult[Any], now: datetime, prefix: str) -> None:
+    """A fold raised on `message`: its key keeps the state it had, the record goes to the dead-letter topic whole (to
+    replay once the fold is fixed), and the batch goes on, so one record does not hold its partition and every other
+    key behind it."""
+    log.exception("fold failed on %s[%d]@%d", message.topic, message.partition, message.offset, exc_info=error)
+    result.outcomes[FOLD_FAILED] += 1
+    detail = short_text(f"{type(error).__name__}: {error}")
+    result.emits.append(dead_letter(message, FOLD_FAILED, detail, now, prefix))
+
+
 def decode_keyed(
     message: InputMessage, decode: Callable[[bytes | None], R], key_of: Callable[[R], str]
 ) -> tuple[str, R]:
@@ -105,7 +121,8 @@ def fold_records(
 ) -> BatchResult[S]:
     """Decode each message with its topic's decoder, check it is keyed by `key_of(record)`, fold it into that key's
     state with the record's time in the log (`now` when unknown): a fold judges by it, not by the clock of the worker
-    applying it, so that a replay decides alike. Invalid records become dead letters; the batch goes on."""
+    applying it, so that a replay decides alike. Invalid records, and records the fold raises on, become dead
+    letters; the batch goes on."""
     result: BatchResult[S] = BatchResult()
     states: dict[str, S | None] = {}
     for message in messages:
@@ -116,7 +133,11 @@ def fold_records(
             continue
         if key not in states:
             states[key] = load(key)
-        change = apply(states[key], record, message.timestamp or now)
+        try:
+            change = apply(states[key], record, message.timestamp or now)
+        except Exception as error:  # a fold's own fault: the record is kept, see fold_failure
+            fold_failure(message, error, result, now, prefix)
+            continue
         if change.state is not None:
             states[key] = result.states[key] = change.state
         result.emits.extend(change.emits)

@@ -71,6 +71,9 @@ SNAPSHOTS_IGNORED = Counter(
 LEVEL_MISMATCHES = Counter(
     "ctxbudget_level_mismatches", "Accepted snapshots whose reported level differs from the engine's level."
 )
+TIMER_FAILURES = Counter(
+    "ctxbudget_timer_failures", "Threads a fold's timer raised on (the thread keeps its state; the log has the error)."
+)
 
 # -- thread census (the engine's timer pass) -------------------------------------------------------------------------
 THREADS = Gauge("ctxbudget_threads", "Threads owned by this worker, by the engine's budget level.", ["level"])
@@ -125,10 +128,13 @@ def observe_rewinds(agent: str, gaps: int, stalls: int) -> None:
 
 
 def observe_outcomes(outcomes: Mapping[str, int]) -> None:
-    """Count what a batch decided not to apply (`snapshot_<verdict>`) and level mismatches (`level_mismatch`)."""
+    """Count what a batch decided not to apply (`snapshot_<verdict>`), level mismatches (`level_mismatch`) and the
+    threads a timer failed on (`tick_failed`)."""
     for outcome, count in outcomes.items():
         if outcome == "level_mismatch":
             LEVEL_MISMATCHES.inc(count)
+        elif outcome == "tick_failed":
+            TIMER_FAILURES.inc(count)
         elif outcome.startswith("snapshot_"):
             SNAPSHOTS_IGNORED.labels(outcome.removeprefix("snapshot_")).inc(count)
 

@@ -7,6 +7,7 @@ of its records the batch held.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -37,7 +38,7 @@ from schemas import (
     WorkFactChanged,
 )
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
-from streams.batching import BatchResult, InputMessage, dead_letter
+from streams.batching import BatchResult, InputMessage, dead_letter, fold_failure
 from streams.engine.fold import (
     Emit,
     Step,
@@ -53,6 +54,8 @@ from streams.engine.fold import (
     tick,
 )
 
+log = logging.getLogger(__name__)
+TICK_FAILED = "tick_failed"
 SNAPSHOT_CODEC = Codec(ThreadContextSnapshot)
 EVENT_CODEC = Codec(SESSION_EVENT_ADAPTER)
 HANDOFF_CODEC = Codec(HandoffPackage)
@@ -149,7 +152,11 @@ def process_batch(
             result.emits.append(dead_letter(message, *refused, now, prefix))
             continue
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
-        step = _fold(slot, record, policy, cause_time(message, slot, now), config)
+        try:
+            step = _fold(slot, record, policy, cause_time(message, slot, now), config)
+        except Exception as error:  # a fold's own fault: the record is kept, see fold_failure
+            fold_failure(message, error, result, now, prefix)
+            continue
         _count_outcome(result, step)
         if isinstance(record, ThreadContextSnapshot) and step.verdict is not None:
             verdict = SnapshotVerdict(
@@ -183,7 +190,12 @@ def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: Eng
     """The timer's pass over the threads this worker owns."""
     result = BatchResult[ThreadSlot]()
     for thread_id, slot in slots:
-        step = tick(slot, now, config)
+        try:
+            step = tick(slot, now, config)
+        except Exception:  # one thread's fault must not stop every other thread's timer
+            log.exception("timer failed on thread %s", thread_id)
+            result.outcomes[TICK_FAILED] += 1
+            continue
         if step.slot is not None:
             result.states[thread_id] = step.slot
             result.emits.extend(step.emits)

@@ -270,7 +270,8 @@ class KeyedFold(Generic[S]):
                 now = datetime.now(UTC)
                 if self.wake is None:
                     owned = list(self._owned())
-                    await self._publish(tick(owned, now))
+                    result = tick(owned, now)
+                    await self._publish(result)
                     states: Iterable[S] = (state for _, state in owned)
                 else:
                     due = self._due(now)
@@ -282,6 +283,7 @@ class KeyedFold(Generic[S]):
                     states = self._owned_states.values()
                 if self.census is not None:
                     self.census(states)
+                metrics.observe_outcomes(result.outcomes)
 
     async def _publish(self, result: BatchResult[S]) -> None:
         await self.runtime.emit(self.fold, result.emits)
