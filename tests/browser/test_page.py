@@ -95,6 +95,27 @@ async def test_a_new_indicator_redraws_the_ring_within_seconds_without_reloading
     assert await page.evaluate("window.sameDocument === true")  # redrawn in place, not reloaded
 
 
+async def test_a_list_reloaded_before_the_sink_wrote_keeps_the_newer_ring_the_stream_gave(
+    live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any
+) -> None:
+    """The list is read from ClickHouse, which the sink fills a moment after the stream's event: a reload in that
+    moment (here: an event of a conversation the page does not list yet) must not draw the older value again."""
+    page = await signed_in(tab, live_api.url, user_token(world.project))
+    device = world.conversation("device")
+    meter = conversation_row(page, device.conversation_id).get_by_role("meter")
+    await expect(meter).to_have_accessible_name("context budget 31%, urgent")
+    row, event = indicator_changed(device, 20, "critical", minute(3.5))
+    await produce(live_api.settings, "client-events", [(b"browser-test", event)])  # the sink has not written it yet
+    await expect(meter).to_have_accessible_name("context budget 20%, critical", timeout=LIVE_WITHIN_MS)
+
+    await page.evaluate("document.querySelector('ol.conversations').dataset.before = 'reload'")
+    unlisted = event.model_copy(update={"conversation_id": f"conv-new-{world.tag}", "event_id": f"new-{world.tag}"})
+    await produce(live_api.settings, "client-events", [(b"browser-test", unlisted)])
+    await expect(page.locator("ol.conversations:not([data-before])")).to_have_count(1, timeout=LIVE_WITHIN_MS)
+    assert await meter.get_attribute("aria-label") == "context budget 20%, critical"  # at once, not after a retry
+    store(clickhouse, world.tag, "conversation-indicators", [row])  # the sink catches up, for the tests after this
+
+
 async def test_a_dropped_stream_resumes_with_last_event_id_and_gets_what_it_missed(
     live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any
 ) -> None:

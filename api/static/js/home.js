@@ -14,10 +14,11 @@ export function homeView(main, _params, context) {
   context.crumbs([]);
   const rows = new Map(); // conversation_id -> {item, element}
   let nextCursor = null;
-  let sinceLoad = null; // events received while a load runs: replayed on its result, which may predate them
+  // The newest indicator event per conversation, applied again over every load: the list is read from ClickHouse,
+  // which the sink fills a moment after the event, so a load that began after an event may still predate it.
+  const latest = new Map(); // conversation_id -> event data
 
   async function load(signal) {
-    sinceLoad = [];
     const wanted = Math.max(rows.size, 1);
     const items = [];
     let cursor = null;
@@ -39,9 +40,7 @@ export function homeView(main, _params, context) {
       items.length ? list : h("p", { class: "muted" }, "No conversations are visible to this token."),
       moreButton(list) ?? "",
     );
-    const missed = sinceLoad;
-    sinceLoad = null;
-    for (const event of missed) apply(event.data);
+    for (const update of latest.values()) if (rows.has(update.conversation_id)) apply(update);
   }
 
   function row(item) {
@@ -105,7 +104,10 @@ export function homeView(main, _params, context) {
   return {
     onEvent(event) {
       if (event.type !== INDICATOR_UPDATED) return;
-      sinceLoad?.push(event);
+      const seen = latest.get(event.data.conversation_id);
+      if (!seen || !older(event.data.context_budget_updated_at, seen.context_budget_updated_at)) {
+        latest.set(event.data.conversation_id, event.data);
+      }
       apply(event.data);
     },
     resync: resource.changed,
