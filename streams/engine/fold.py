@@ -46,6 +46,7 @@ from schemas import (
     WrapUpChecklist,
 )
 from schemas.admission import captured_at_refusal, version_refusal
+from schemas.copies import replaced
 from schemas.projects import ThreadRoutes
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
@@ -124,8 +125,9 @@ def apply_snapshot(
         if compacted
         else carried.compaction_unprepared and level is not ContextBudgetLevel.SAFE
     )
-    state = carried.model_copy(
-        update={
+    state = replaced(
+        carried,
+        {
             "thread_id": snapshot.thread_id,
             "project_id": snapshot.project_id,
             "task_id": snapshot.task_id,
@@ -164,7 +166,7 @@ def apply_snapshot(
                 if compacted
                 else {}
             ),
-        }
+        },
     )
     cause = snapshot.snapshot_id
     emits = [_context_event(state, ContextEventType.UPDATED, cause, "compaction" if compacted else "snapshot")]
@@ -189,8 +191,8 @@ def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: dateti
     )
     updated = [*(f for f in facts if f.fact is not event.fact), changed]
     if slot.state is None:
-        return Step(slot.model_copy(update={"early_work_facts": updated}))
-    state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
+        return Step(replaced(slot, {"early_work_facts": updated}))
+    state = replaced(slot.state, {"work_facts": updated, "updated_at": now})
     if known is not None and known.active == event.active:
         return Step(ThreadSlot(state=_with_checklist(state)))  # newer details of an unchanged fact: nothing to announce
     state, derived = _derive(state, event.event_id, now, config)
@@ -203,16 +205,14 @@ def apply_handoff(slot: ThreadSlot | None, package: HandoffPackage, now: datetim
     current = slot.state.handoff if slot.state else slot.early_handoff
     admitted, assessment = handoff.admit(current, package)
     if slot.state is None:
-        return Step(slot.model_copy(update={"early_handoff": admitted})) if admitted is not None else UNCHANGED
+        return Step(replaced(slot, {"early_handoff": admitted})) if admitted is not None else UNCHANGED
     decision = handoff.decision(package, assessment)
     if admitted is None:
         if decision is None or decision == slot.state.handoff_decision:
             return UNCHANGED
-        return Step(ThreadSlot(state=slot.state.model_copy(update={"handoff_decision": decision, "updated_at": now})))
+        return Step(ThreadSlot(state=replaced(slot.state, {"handoff_decision": decision, "updated_at": now})))
     cause = f"{package.handoff_package_id}:{admitted.package_status.value}"
-    state, emits = _with_handoff(
-        slot.state.model_copy(update={"handoff_decision": decision}), admitted, cause, now, config
-    )
+    state, emits = _with_handoff(replaced(slot.state, {"handoff_decision": decision}), admitted, cause, now, config)
     return Step(ThreadSlot(state=state), emits)
 
 
@@ -222,7 +222,7 @@ def apply_ack(slot: ThreadSlot | None, command: AlertCommand, now: datetime) -> 
     open_alerts, acked = alerts.acknowledge(slot.state.open_alerts, command.alert_id, now)
     if acked is None:
         return UNCHANGED
-    state = slot.state.model_copy(update={"open_alerts": open_alerts, "updated_at": now})
+    state = replaced(slot.state, {"open_alerts": open_alerts, "updated_at": now})
     return Step(ThreadSlot(state=state), [Emit(ALERTS, acked.alert_id, acked)])
 
 
@@ -238,7 +238,7 @@ def apply_action_command(
     items, change = action_lifecycle.apply_command(slot.state.master_actions, command, now)
     if change is None:
         return UNCHANGED
-    state = slot.state.model_copy(update={"master_actions": items, "updated_at": now})
+    state = replaced(slot.state, {"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, [change]))
 
 
@@ -259,7 +259,7 @@ def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now:
     )
     if not changes:
         return UNCHANGED
-    state = state.model_copy(update={"master_actions": items, "updated_at": now})
+    state = replaced(state, {"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, changes))
 
 
@@ -271,7 +271,7 @@ def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, 
         *state.requested_actions,
         *([] if change.item.action in state.requested_actions else [change.item.action]),
     ]
-    state = state.model_copy(update={"master_actions": items, "requested_actions": requested, "updated_at": now})
+    state = replaced(state, {"master_actions": items, "requested_actions": requested, "updated_at": now})
     emits = _action_emits(state, [change])
     state, derived = _derive(state, command.action_id, now, config)
     return Step(ThreadSlot(state=state), emits + derived)
@@ -289,7 +289,7 @@ def apply_compaction_started(
     counted = state.last_compaction_at is not None and event.occurred_at <= state.last_compaction_at
     if counted or handoff.thread_ready(state) or state.compaction_unprepared:
         return UNCHANGED
-    state = state.model_copy(update={"compaction_unprepared": True, "updated_at": now})
+    state = replaced(state, {"compaction_unprepared": True, "updated_at": now})
     state, derived = _derive(state, event.event_id, now, config)
     return Step(ThreadSlot(state=state), derived)
 
@@ -309,7 +309,7 @@ def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
     cause = f"{state.snapshot_id}:tick"
     emits: list[Emit] = []
     if not state.stale and at >= state.report_deadline_at:
-        state = state.model_copy(update={"stale": True, "updated_at": at})
+        state = replaced(state, {"stale": True, "updated_at": at})
         emits.append(_context_event(state, ContextEventType.UPDATED, f"{state.snapshot_id}:stale", "stale"))
     expired = handoff.expire(state.handoff, at, config.handoff_ttl) if state.handoff is not None else None
     if expired is not None:
@@ -421,17 +421,17 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
                 ),
             )
         )
-    return (state.model_copy(update=update) if update else state), emits
+    return (replaced(state, update) if update else state), emits
 
 
 def _with_handoff(
     state: ThreadState, package: HandoffPackage, cause: str, now: datetime, config: EngineConfig
 ) -> tuple[ThreadState, list[Emit]]:
     was_ready = handoff.thread_ready(state)
-    state = state.model_copy(update={"handoff": package, "updated_at": now})
+    state = replaced(state, {"handoff": package, "updated_at": now})
     emits: list[Emit] = []
     if handoff.thread_ready(state) and not was_ready:
-        state = state.model_copy(update={"compaction_unprepared": False})
+        state = replaced(state, {"compaction_unprepared": False})
         emits.append(
             Emit(
                 CLIENT_EVENTS,
@@ -452,7 +452,7 @@ def _with_handoff(
 def _with_checklist(state: ThreadState) -> ThreadState:
     """The state with its current checklist: facts and packages change it whether or not the level moves."""
     checklist = wrap_up_checklist(state)
-    return state if checklist == state.wrap_up_checklist else state.model_copy(update={"wrap_up_checklist": checklist})
+    return state if checklist == state.wrap_up_checklist else replaced(state, {"wrap_up_checklist": checklist})
 
 
 def _critical_since(previous: ThreadState | None, level: ContextBudgetLevel, now: datetime) -> datetime | None:
