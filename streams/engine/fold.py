@@ -174,7 +174,9 @@ def apply_snapshot(
         emits += _action_emits(state, action_lifecycle.end_cycle(carried.master_actions, now))
     if previous is not None and previous.context_budget_level is not level:
         emits.append(_context_event(state, ContextEventType.LEVEL_CHANGED, cause, previous=previous))
-    state, derived = _derive(state, cause, now, config)
+    # the checklist reads the facts, the package and the last compaction, and of those a snapshot moves only the last
+    same_inputs = previous is not None and state.last_compaction_at == previous.last_compaction_at
+    state, derived = _derive(state, cause, now, config, state.wrap_up_checklist if same_inputs else None)
     return Step(ThreadSlot(state=state), emits + derived, verdict)
 
 
@@ -273,7 +275,7 @@ def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, 
     ]
     state = replaced(state, {"master_actions": items, "requested_actions": requested, "updated_at": now})
     emits = _action_emits(state, [change])
-    state, derived = _derive(state, command.action_id, now, config)
+    state, derived = _derive(state, command.action_id, now, config, state.wrap_up_checklist)
     return Step(ThreadSlot(state=state), emits + derived)
 
 
@@ -290,7 +292,7 @@ def apply_compaction_started(
     if counted or handoff.thread_ready(state) or state.compaction_unprepared:
         return UNCHANGED
     state = replaced(state, {"compaction_unprepared": True, "updated_at": now})
-    state, derived = _derive(state, event.event_id, now, config)
+    state, derived = _derive(state, event.event_id, now, config, state.wrap_up_checklist)
     return Step(ThreadSlot(state=state), derived)
 
 
@@ -315,7 +317,7 @@ def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
     if expired is not None:
         state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", at, config)
     else:
-        state, derived = _derive(state, cause, at, config)
+        state, derived = _derive(state, cause, at, config, state.wrap_up_checklist)
     emits += derived
     return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
 
@@ -341,9 +343,12 @@ def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
 
 
 # -- derivation -----------------------------------------------------------------------------------------------------
-def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
+def _derive(
+    state: ThreadState, cause: str, now: datetime, config: EngineConfig, checklist: WrapUpChecklist | None = None
+) -> tuple[ThreadState, list[Emit]]:
     """Every derived value is computed from the raw facts `state` holds, which no step here changes: the changes are
-    collected and applied in one copy at the end."""
+    collected and applied in one copy at the end. `checklist`: the state's own, when the caller changed none of what
+    it is built from (every state the fold writes carries its current checklist); None builds it."""
     emits: list[Emit] = []
     update: dict[str, object] = {}
     must_finish = state.worker_must_finish or any(f.active for f in state.work_facts)
@@ -387,9 +392,10 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         update |= {"open_alerts": open_alerts, "alert_sequence": sequence}
         emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
 
-    checklist = wrap_up_checklist(state)
-    if checklist != state.wrap_up_checklist:
-        update["wrap_up_checklist"] = checklist
+    if checklist is None:
+        checklist = wrap_up_checklist(state)
+        if checklist != state.wrap_up_checklist:
+            update["wrap_up_checklist"] = checklist
     due = actions_for_level(level)
     due += [action for action in state.requested_actions if action not in due]
     if due != state.due_actions:
