@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.engine_bench [--threads 200] [--turns 60] [--projects 3] [--bootstrap HOST:PORT]
                                            [--aggregates | --live SPEED [--layout split|one]]
+    .venv/bin/python -m bench.engine_bench --against DIR [--rounds 3] [--repeat 3]
+                                           [--threads 10000] [--turns 2] [--projects 1000]
 
 1. In process: the pure batch function as a worker runs it (decode, fold, output building, then every output and
    changed slot encoded; slots kept decoded between batches, as the runtime's cache keeps them) against the baseline
@@ -24,6 +26,13 @@
    fleet of that size, by its lag while fed and how soon after the last record it had committed everything.
    `--layout one`: one worker with every role (engine, projection, aggregates, sinks) instead of the two processes.
 
+`--against DIR` instead: only the batch function of part 1, this checkout's against another's (a worktree of the
+base, say), each run in a process of its own importing its checkout's code, the two alternating in every round, with
+a worker's collector thresholds and with CPython's: records/s and records per CPU second of each with their ratio,
+each the best of `--repeat` runs in its process (the one least disturbed by other jobs), and whether both wrote
+byte-identical outputs (a hash of every encoded output and slot; the exit status is 1 if not). Both fold the same
+records on a fixed clock: each record stamped with its arrival at the fleet's pace.
+
 Every backlog also registers the conversations that show the simulated threads: one single_device per thread and one
 group per project, so the indicator fold has its production work.
 
@@ -38,8 +47,10 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import hashlib
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -47,8 +58,8 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -80,42 +91,64 @@ LATENCY_RATE = 500.0
 LATENCY_SECONDS = 10.0
 
 
-def in_process(records: list[SimRecord]) -> None:
-    messages = [InputMessage(r.topic, 0, i, r.key, r.value) for i, r in enumerate(records)]
+def in_process(records: list[SimRecord], fleet: SimulationConfig) -> None:
+    messages = timed_messages(records, fleet)
     started = time.perf_counter()
     for message in messages:
         with contextlib.suppress(ValueError):
             _decode(message)
     decode_only = len(messages) / (time.perf_counter() - started)
 
-    engine, outputs = _batch_function(messages)
+    default = _batch_function(messages)
     with _collector(GC_THRESHOLDS):
-        tuned, _ = _batch_function(messages)
-    print(f"in-process: {len(messages)} records, {outputs} outputs")
+        tuned = _batch_function(messages).rate
+    engine = default.rate
+    print(f"in-process: {len(messages)} records, {default.outputs} outputs")
     print(f"  decode only (baseline)     {decode_only:10.0f} records/s")
     print(f"  engine batch function      {engine:10.0f} records/s  ({engine / decode_only:.2f}x of decode only;"
           f" Python's default collector thresholds)")  # fmt: skip
     print(f"  ... a worker's (collect_less) {tuned:7.0f} records/s  ({tuned / engine:.2f}x of the default's)")
 
 
-def _batch_function(messages: list[InputMessage]) -> tuple[float, int]:
-    """Records/s of the engine's batch function over the messages, each batch's outputs and changed slots encoded as
-    the runtime publishes them; outputs."""
+def timed_messages(records: list[SimRecord], fleet: SimulationConfig) -> list[InputMessage]:
+    """The records as the log holds them, each stamped with its arrival at the fleet's own pace: a fixed clock, so
+    every run folds the same inputs at the same instants and writes the same outputs."""
+    step = timedelta(seconds=fleet.turns_per_thread * fleet.turn_seconds) / max(len(records), 1)
+    return [InputMessage(r.topic, 0, i, r.key, r.value, fleet.start + i * step) for i, r in enumerate(records)]
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    rate: float
+    """Records per second."""
+    cpu_rate: float
+    """Records per CPU second of the process (the machine is shared: the wall clock counts other jobs' time too)."""
+    outputs: int
+    digest: str
+    """SHA-256 of every output's topic, key and bytes and every changed slot's bytes, in order."""
+
+
+def _batch_function(messages: list[InputMessage]) -> BatchRun:
+    """The engine's batch function over the messages, each batch's outputs and changed slots encoded as the runtime
+    publishes them, each batch applied at its last record's time."""
     slots: dict[str, ThreadSlot] = {}
     config = EngineConfig()
+    digest = hashlib.sha256()
     gc.collect()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     outputs = 0
     for start in range(0, len(messages), BATCH):
-        result = process_batch(messages[start : start + BATCH], slots.get, {}.get, datetime.now(UTC),
-                               config, "")  # fmt: skip
+        batch = messages[start : start + BATCH]
+        result = process_batch(batch, slots.get, {}.get, batch[-1].timestamp or datetime.now(UTC), config, "")
         for emit in result.emits:
-            encode_record(emit.record)
+            digest.update(f"{emit.topic}\0{emit.key}\0".encode())
+            digest.update(encode_record(emit.record))
         for thread_id, slot in result.states.items():
-            encode_record(slot)
+            digest.update(encode_record(slot))
             slots[thread_id] = slot
         outputs += len(result.emits)
-    return len(messages) / (time.perf_counter() - started), outputs
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return BatchRun(len(messages) / wall, len(messages) / cpu, outputs, digest.hexdigest())
 
 
 @contextlib.contextmanager
@@ -126,6 +159,64 @@ def _collector(thresholds: tuple[int, int, int]) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*default)
+
+
+COLLECTORS = {"worker": GC_THRESHOLDS, "default": (700, 10, 10)}
+"""`--against` runs the batch function with a worker's collector thresholds (`collect_less`) and with CPython's."""
+
+
+def against(records: list[SimRecord], fleet: SimulationConfig, other: Path, rounds: int, repeat: int) -> bool:
+    """This checkout's batch function against `other`'s (another worktree) over the same timed messages, each run in a
+    process of its own with that checkout first on the path, the two alternating (which goes first swaps each
+    round); whether every pair wrote the same outputs."""
+    messages = timed_messages(records, fleet)
+    checkouts = {"branch": Path(__file__).resolve().parents[1], "base": other.resolve()}
+    same = True
+    print(f"against {checkouts['base']}: {len(messages)} records, {fleet.threads} threads in {fleet.projects} "
+          f"projects; records/s and records per CPU second, branch | base, each the best of {repeat} in its"
+          " process")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = Path(tmp) / "messages.pickle"
+        inputs.write_bytes(pickle.dumps([(m.topic, m.key, m.value, m.timestamp) for m in messages]))
+        for round_ in range(1, rounds + 1):
+            for collector in COLLECTORS:
+                order = list(checkouts.items())[:: 1 if round_ % 2 else -1]
+                runs = {name: _run_in(checkout, inputs, collector, repeat) for name, checkout in order}
+                branch, base = runs["branch"], runs["base"]
+                identical = branch["digest"] == base["digest"] and branch["outputs"] == base["outputs"]
+                same = same and identical
+                print(f"  round {round_} {collector:7s} GC  {branch['rate']:7.0f} | {base['rate']:7.0f} records/s"
+                      f" ({branch['rate'] / base['rate']:.2f}x)  {branch['cpu_rate']:7.0f} | {base['cpu_rate']:7.0f}"
+                      f" per CPU s ({branch['cpu_rate'] / base['cpu_rate']:.2f}x)  {branch['outputs']} outputs"
+                      f" {'byte-identical' if identical else 'DIFFER'}")  # fmt: skip
+    return same
+
+
+def _run_in(checkout: Path, inputs: Path, collector: str, repeat: int) -> dict:
+    """`--run-batch` in a process importing `checkout`'s code (this file runs there, its imports resolve there)."""
+    args = [sys.executable, str(Path(__file__).resolve()), "--run-batch", str(inputs), "--collector", collector,
+            "--repeat", str(repeat)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the batch function in {checkout} failed:\n{done.stderr}")
+    run = json.loads(done.stdout.splitlines()[-1])
+    if not Path(run["code"]).is_relative_to(checkout):
+        raise RuntimeError(f"{checkout}'s run imported {run['code']}")
+    return run
+
+
+def run_batch(inputs: Path, collector: str, repeat: int) -> None:
+    """One `--against` run: the batch function over the pickled messages `repeat` times, each from no slots, the best
+    rates (the least disturbed by other jobs) as a JSON line."""
+    messages = [InputMessage(topic, 0, i, key, value, at)
+                for i, (topic, key, value, at) in enumerate(pickle.loads(inputs.read_bytes()))]  # fmt: skip
+    with _collector(COLLECTORS[collector]):
+        runs = [_batch_function(messages) for _ in range(repeat)]
+    if len({run.digest for run in runs}) != 1:
+        raise RuntimeError("the same messages folded twice wrote different outputs")
+    best = replace(runs[0], rate=max(r.rate for r in runs), cpu_rate=max(r.cpu_rate for r in runs))
+    print(json.dumps({**asdict(best), "code": process_batch.__code__.co_filename}))
 
 
 def conversations(records: list[SimRecord]) -> list[SimRecord]:
@@ -719,9 +810,9 @@ def _paced_snapshot(i: int, thread: str | None = None) -> ThreadContextSnapshot:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=200)
-    parser.add_argument("--turns", type=int, default=60)
-    parser.add_argument("--projects", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="default 200 (--against: 10,000)")
+    parser.add_argument("--turns", type=int, help="default 60 (--against: 2)")
+    parser.add_argument("--projects", type=int, help="default 3 (--against: 1,000)")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--aggregates", action="store_true", help="on the broker, only the engine role, then the "
                         "aggregates role over its outputs")  # fmt: skip
@@ -729,10 +820,24 @@ def main() -> None:
                         "processes fed at SPEED times the fleet's pace")  # fmt: skip
     parser.add_argument("--layout", choices=sorted(LIVE_LAYOUTS), default="split", help="with --live: the engine "
                         "and the aggregates in two processes, or one worker with every role")  # fmt: skip
+    parser.add_argument("--against", type=Path, metavar="DIR", help="only the batch function in process, this "
+                        "checkout against the one in DIR, in alternating processes")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="with --against")
+    parser.add_argument("--repeat", type=int, default=3, help="with --against: runs in each process, the best kept")
+    parser.add_argument("--run-batch", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--collector", choices=sorted(COLLECTORS), default="worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    fleet = SimulationConfig(threads=args.threads, projects=args.projects, turns_per_thread=args.turns, seed=1)
+    if args.run_batch:
+        run_batch(args.run_batch, args.collector, args.repeat)
+        return
+    default = (10_000, 2, 1_000) if args.against else (200, 60, 3)
+    given = (args.threads, args.turns, args.projects)
+    threads, turns, projects = (size or fallback for size, fallback in zip(given, default, strict=True))
+    fleet = SimulationConfig(threads=threads, projects=projects, turns_per_thread=turns, seed=1)
     records = list(generate(fleet))
-    in_process(records)
+    if args.against:
+        sys.exit(0 if against(records, fleet, args.against, args.rounds, args.repeat) else 1)
+    in_process(records, fleet)
     bootstrap = args.bootstrap or Settings().kafka_bootstrap_servers
     if bootstrap:
         settings = Settings(kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",

@@ -25,6 +25,7 @@ from schemas import (
     MasterActionState,
     WrapUpChecklist,
 )
+from schemas.copies import replaced
 from schemas.master_actions import REQUESTABLE_ACTIONS
 
 ENGINE = "engine"
@@ -200,4 +201,4 @@ def record(change: Change, thread_id: str, project_id: str, checklist: WrapUpChe
 
 
 def _moved(item: MasterActionItem, state: MasterActionState, now: datetime) -> MasterActionItem:
-    return item.model_copy(update={"state": state, "state_changed_at": now})
+    return replaced(item, {"state": state, "state_changed_at": now})

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from core.ids import derived_id
 from schemas import AlertStatus, AlertType, ContextAlert, ContextBudgetLevel
+from schemas.copies import replaced
 
 LEVEL_ALERT = {
     ContextBudgetLevel.WATCH: AlertType.CONTEXT_WATCH,
@@ -44,7 +45,7 @@ def reconcile(
         if alert.alert_type in wanted:
             kept.append(alert)
         else:
-            transitions.append(alert.model_copy(update={"alert_status": AlertStatus.RESOLVED, "resolved_at": now}))
+            transitions.append(replaced(alert, {"alert_status": AlertStatus.RESOLVED, "resolved_at": now}))
     have = {alert.alert_type for alert in kept}
     for alert_type in sorted(wanted - have, key=_DECLARED.__getitem__):
         sequence += 1
@@ -67,6 +68,6 @@ def acknowledge(
     """Ack an open alert; an unknown, resolved or already acked alert changes nothing (returns None)."""
     for index, alert in enumerate(open_alerts):
         if alert.alert_id == target and alert.alert_status is AlertStatus.OPENED:
-            acked = alert.model_copy(update={"alert_status": AlertStatus.ACKED, "acked_at": now})
+            acked = replaced(alert, {"alert_status": AlertStatus.ACKED, "acked_at": now})
             return [*open_alerts[:index], acked, *open_alerts[index + 1 :]], acked
     return open_alerts, None

@@ -46,6 +46,7 @@ from schemas import (
     WrapUpChecklist,
 )
 from schemas.admission import captured_at_refusal, version_refusal
+from schemas.copies import replaced
 from schemas.projects import ThreadRoutes
 from schemas.state import ThreadState, WorkFactState
 from streams.batching import Emit
@@ -124,8 +125,9 @@ def apply_snapshot(
         if compacted
         else carried.compaction_unprepared and level is not ContextBudgetLevel.SAFE
     )
-    state = carried.model_copy(
-        update={
+    state = replaced(
+        carried,
+        {
             "thread_id": snapshot.thread_id,
             "project_id": snapshot.project_id,
             "task_id": snapshot.task_id,
@@ -164,7 +166,7 @@ def apply_snapshot(
                 if compacted
                 else {}
             ),
-        }
+        },
     )
     cause = snapshot.snapshot_id
     emits = [_context_event(state, ContextEventType.UPDATED, cause, "compaction" if compacted else "snapshot")]
@@ -172,7 +174,9 @@ def apply_snapshot(
         emits += _action_emits(state, action_lifecycle.end_cycle(carried.master_actions, now))
     if previous is not None and previous.context_budget_level is not level:
         emits.append(_context_event(state, ContextEventType.LEVEL_CHANGED, cause, previous=previous))
-    state, derived = _derive(state, cause, now, config)
+    # the checklist reads the facts, the package and the last compaction, and of those a snapshot moves only the last
+    same_inputs = previous is not None and state.last_compaction_at == previous.last_compaction_at
+    state, derived = _derive(state, cause, now, config, state.wrap_up_checklist if same_inputs else None)
     return Step(ThreadSlot(state=state), emits + derived, verdict)
 
 
@@ -189,8 +193,8 @@ def apply_work_fact(slot: ThreadSlot | None, event: WorkFactChanged, now: dateti
     )
     updated = [*(f for f in facts if f.fact is not event.fact), changed]
     if slot.state is None:
-        return Step(slot.model_copy(update={"early_work_facts": updated}))
-    state = slot.state.model_copy(update={"work_facts": updated, "updated_at": now})
+        return Step(replaced(slot, {"early_work_facts": updated}))
+    state = replaced(slot.state, {"work_facts": updated, "updated_at": now})
     if known is not None and known.active == event.active:
         return Step(ThreadSlot(state=_with_checklist(state)))  # newer details of an unchanged fact: nothing to announce
     state, derived = _derive(state, event.event_id, now, config)
@@ -203,16 +207,14 @@ def apply_handoff(slot: ThreadSlot | None, package: HandoffPackage, now: datetim
     current = slot.state.handoff if slot.state else slot.early_handoff
     admitted, assessment = handoff.admit(current, package)
     if slot.state is None:
-        return Step(slot.model_copy(update={"early_handoff": admitted})) if admitted is not None else UNCHANGED
+        return Step(replaced(slot, {"early_handoff": admitted})) if admitted is not None else UNCHANGED
     decision = handoff.decision(package, assessment)
     if admitted is None:
         if decision is None or decision == slot.state.handoff_decision:
             return UNCHANGED
-        return Step(ThreadSlot(state=slot.state.model_copy(update={"handoff_decision": decision, "updated_at": now})))
+        return Step(ThreadSlot(state=replaced(slot.state, {"handoff_decision": decision, "updated_at": now})))
     cause = f"{package.handoff_package_id}:{admitted.package_status.value}"
-    state, emits = _with_handoff(
-        slot.state.model_copy(update={"handoff_decision": decision}), admitted, cause, now, config
-    )
+    state, emits = _with_handoff(replaced(slot.state, {"handoff_decision": decision}), admitted, cause, now, config)
     return Step(ThreadSlot(state=state), emits)
 
 
@@ -222,7 +224,7 @@ def apply_ack(slot: ThreadSlot | None, command: AlertCommand, now: datetime) -> 
     open_alerts, acked = alerts.acknowledge(slot.state.open_alerts, command.alert_id, now)
     if acked is None:
         return UNCHANGED
-    state = slot.state.model_copy(update={"open_alerts": open_alerts, "updated_at": now})
+    state = replaced(slot.state, {"open_alerts": open_alerts, "updated_at": now})
     return Step(ThreadSlot(state=state), [Emit(ALERTS, acked.alert_id, acked)])
 
 
@@ -238,7 +240,7 @@ def apply_action_command(
     items, change = action_lifecycle.apply_command(slot.state.master_actions, command, now)
     if change is None:
         return UNCHANGED
-    state = slot.state.model_copy(update={"master_actions": items, "updated_at": now})
+    state = replaced(slot.state, {"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, [change]))
 
 
@@ -259,7 +261,7 @@ def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now:
     )
     if not changes:
         return UNCHANGED
-    state = state.model_copy(update={"master_actions": items, "updated_at": now})
+    state = replaced(state, {"master_actions": items, "updated_at": now})
     return Step(ThreadSlot(state=state), _action_emits(state, changes))
 
 
@@ -271,9 +273,9 @@ def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, 
         *state.requested_actions,
         *([] if change.item.action in state.requested_actions else [change.item.action]),
     ]
-    state = state.model_copy(update={"master_actions": items, "requested_actions": requested, "updated_at": now})
+    state = replaced(state, {"master_actions": items, "requested_actions": requested, "updated_at": now})
     emits = _action_emits(state, [change])
-    state, derived = _derive(state, command.action_id, now, config)
+    state, derived = _derive(state, command.action_id, now, config, state.wrap_up_checklist)
     return Step(ThreadSlot(state=state), emits + derived)
 
 
@@ -289,8 +291,8 @@ def apply_compaction_started(
     counted = state.last_compaction_at is not None and event.occurred_at <= state.last_compaction_at
     if counted or handoff.thread_ready(state) or state.compaction_unprepared:
         return UNCHANGED
-    state = state.model_copy(update={"compaction_unprepared": True, "updated_at": now})
-    state, derived = _derive(state, event.event_id, now, config)
+    state = replaced(state, {"compaction_unprepared": True, "updated_at": now})
+    state, derived = _derive(state, event.event_id, now, config, state.wrap_up_checklist)
     return Step(ThreadSlot(state=state), derived)
 
 
@@ -309,13 +311,13 @@ def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
     cause = f"{state.snapshot_id}:tick"
     emits: list[Emit] = []
     if not state.stale and at >= state.report_deadline_at:
-        state = state.model_copy(update={"stale": True, "updated_at": at})
+        state = replaced(state, {"stale": True, "updated_at": at})
         emits.append(_context_event(state, ContextEventType.UPDATED, f"{state.snapshot_id}:stale", "stale"))
     expired = handoff.expire(state.handoff, at, config.handoff_ttl) if state.handoff is not None else None
     if expired is not None:
         state, derived = _with_handoff(state, expired, f"{expired.handoff_package_id}:expired", at, config)
     else:
-        state, derived = _derive(state, cause, at, config)
+        state, derived = _derive(state, cause, at, config, state.wrap_up_checklist)
     emits += derived
     return Step(ThreadSlot(state=state), emits) if emits or expired else UNCHANGED
 
@@ -341,9 +343,12 @@ def _deadlines(state: ThreadState, config: EngineConfig) -> list[datetime]:
 
 
 # -- derivation -----------------------------------------------------------------------------------------------------
-def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig) -> tuple[ThreadState, list[Emit]]:
+def _derive(
+    state: ThreadState, cause: str, now: datetime, config: EngineConfig, checklist: WrapUpChecklist | None = None
+) -> tuple[ThreadState, list[Emit]]:
     """Every derived value is computed from the raw facts `state` holds, which no step here changes: the changes are
-    collected and applied in one copy at the end."""
+    collected and applied in one copy at the end. `checklist`: the state's own, when the caller changed none of what
+    it is built from (every state the fold writes carries its current checklist); None builds it."""
     emits: list[Emit] = []
     update: dict[str, object] = {}
     must_finish = state.worker_must_finish or any(f.active for f in state.work_facts)
@@ -387,9 +392,10 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
         update |= {"open_alerts": open_alerts, "alert_sequence": sequence}
         emits += [Emit(ALERTS, t.alert_id, t) for t in transitions]
 
-    checklist = wrap_up_checklist(state)
-    if checklist != state.wrap_up_checklist:
-        update["wrap_up_checklist"] = checklist
+    if checklist is None:
+        checklist = wrap_up_checklist(state)
+        if checklist != state.wrap_up_checklist:
+            update["wrap_up_checklist"] = checklist
     due = actions_for_level(level)
     due += [action for action in state.requested_actions if action not in due]
     if due != state.due_actions:
@@ -421,17 +427,17 @@ def _derive(state: ThreadState, cause: str, now: datetime, config: EngineConfig)
                 ),
             )
         )
-    return (state.model_copy(update=update) if update else state), emits
+    return (replaced(state, update) if update else state), emits
 
 
 def _with_handoff(
     state: ThreadState, package: HandoffPackage, cause: str, now: datetime, config: EngineConfig
 ) -> tuple[ThreadState, list[Emit]]:
     was_ready = handoff.thread_ready(state)
-    state = state.model_copy(update={"handoff": package, "updated_at": now})
+    state = replaced(state, {"handoff": package, "updated_at": now})
     emits: list[Emit] = []
     if handoff.thread_ready(state) and not was_ready:
-        state = state.model_copy(update={"compaction_unprepared": False})
+        state = replaced(state, {"compaction_unprepared": False})
         emits.append(
             Emit(
                 CLIENT_EVENTS,
@@ -452,7 +458,7 @@ def _with_handoff(
 def _with_checklist(state: ThreadState) -> ThreadState:
     """The state with its current checklist: facts and packages change it whether or not the level moves."""
     checklist = wrap_up_checklist(state)
-    return state if checklist == state.wrap_up_checklist else state.model_copy(update={"wrap_up_checklist": checklist})
+    return state if checklist == state.wrap_up_checklist else replaced(state, {"wrap_up_checklist": checklist})
 
 
 def _critical_since(previous: ThreadState | None, level: ContextBudgetLevel, now: datetime) -> datetime | None:

@@ -14,6 +14,7 @@ from datetime import datetime
 from core.engine_config import EngineConfig
 from core.topics import CONVERSATION_LINKS, TASK_IMPORTANCE, THREAD_STATE
 from schemas import Codec, DecodeError, HandoffPackage, ThreadState, ThresholdPolicy
+from schemas.copies import replaced
 from schemas.projects import ConversationLink, TaskImportance, ThreadRoutes
 from streams.aggregates import routes
 from streams.aggregates.config import ProjectsConfig
@@ -112,8 +113,8 @@ def _routed(
     for thread_id, slot in list(result.states.items()):
         kept = routed.states[thread_id] if thread_id in routed.states else routes_before(thread_id)
         if slot.routes is not kept:
-            result.states[thread_id] = slot.model_copy(update={"routes": kept})
+            result.states[thread_id] = replaced(slot, {"routes": kept})
     for thread_id, kept in routed.states.items():
         if thread_id not in result.states:
-            result.states[thread_id] = (prior(thread_id) or ThreadSlot()).model_copy(update={"routes": kept})
+            result.states[thread_id] = replaced(prior(thread_id) or ThreadSlot(), {"routes": kept})
     return result
