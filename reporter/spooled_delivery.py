@@ -119,6 +119,12 @@ class SpooledDelivery:
                 self.spool.remove(record.seq)
                 failures = 0
                 continue
+            except Exception:  # a bug must not end this task silently while the reporter keeps spooling
+                delay = self.delays.delay(failures, None)
+                failures += 1
+                log.exception("spool: delivering a snapshot failed unexpectedly, next try in %.1f s", delay)
+                await self._sleep(delay)
+                continue
             failures = 0
             self.spool.remove(record.seq)
             self.delivered += 1
