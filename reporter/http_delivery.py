@@ -5,8 +5,8 @@ The body is exactly the 5.2 request. The snapshot's identity travels in headers 
 `X-Snapshot-Version`), since the 5.2 body has no field for them and the API must not invent a version of its own.
 Transient failures (unreachable, 429, 502, 503, 504) are retried with exponential backoff, honouring `Retry-After`.
 Only a report the receiver finds invalid (400, 413, 422) is rejected for good; any other refusal (a bad token 401/403,
-a wrong URL 404, a broken server 500) is the operator's to fix, so the record is kept (`DeliveryError`) and the
-spool sends it again once the fix is in.
+a wrong URL 404, a broken server 500, a 2xx whose body is no 5.2 answer) is the operator's to fix, so the record is
+kept (`DeliveryError`) and the spool sends it again once the fix is in.
 Plain `http.client` in a thread, no dependency: connections are kept open and reused (a worker with hundreds of
 threads sends a session event every few lines, and a new connection per request cost more than the rest of the
 reporter), one per concurrent sender (the spool's delivery and the events), and a kept one the server closed is
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
+
+from pydantic import ValidationError
 
 from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from schemas import (
@@ -141,7 +143,11 @@ class HttpDelivery:
         url = self.base_url + REPORT_PATH.format(worker_id=urllib.parse.quote(snapshot.worker_id, safe=""))
         identity = {"Idempotency-Key": snapshot.snapshot_id, "X-Snapshot-Version": str(snapshot.snapshot_version)}
         answer = await self._deliver(url, report_body(snapshot), identity)
-        response = WorkerReportResponse.model_validate_json(answer.body)
+        try:
+            response = WorkerReportResponse.model_validate_json(answer.body)
+        except ValidationError as error:  # not the API (a proxy's page?) or a broken one: keep the record
+            reason = f"{url}: {answer.status} is no 5.2 answer (kept, to send once fixed): {error}"
+            raise DeliveryError(reason) from error
         if self.on_response is not None:
             self.on_response(response)
         return response.next_required_report_in_seconds

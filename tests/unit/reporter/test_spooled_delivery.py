@@ -207,3 +207,43 @@ async def test_a_rounds_snapshots_go_into_the_spool_in_one_append(tmp_path: Path
     await spooled.drained()
     await spooled.close()
     assert sorted(s.thread_id for s in inner.snapshots) == ["a", "b", "c"]
+
+
+async def test_a_2xx_answer_that_is_no_report_answer_keeps_the_snapshot_until_one_is(serve, tmp_path: Path) -> None:
+    not_an_answer = {key: value for key, value in SPEC_REPORT_RESPONSE.items() if key != "master_actions"}
+    api = serve([(200, {"Content-Type": "application/json"}, json.dumps(not_an_answer).encode()), OK])
+    spooled = _spooled(tmp_path, api.url)
+    await spooled.start()
+    await spooled.send_snapshot(snap("a", 1))
+    await spooled.send_snapshot(snap("a", 2))
+    async with asyncio.timeout(10):
+        await spooled.drained()
+    await spooled.close()
+    sent = [(headers["Idempotency-Key"], headers["X-Snapshot-Version"]) for _, headers, _ in api.requests]
+    assert sent == [("a-1", "1"), ("a-1", "1"), ("a-2", "2")]
+    assert (spooled.delivered, len(Spool(tmp_path))) == (2, 0)
+
+
+class _Failing(_Delivery):
+    """Raises what no delivery should (a bug) on its first try."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
+        if not self.failed:
+            self.failed = True
+            raise KeyError("a bug")
+        return await super().send_snapshot(snapshot)
+
+
+async def test_an_unexpected_error_delivering_a_snapshot_never_stops_the_spools_delivery(tmp_path: Path) -> None:
+    inner = _Failing()
+    spooled = SpooledDelivery(Spool(tmp_path), inner, QUICK)
+    await spooled.start()
+    await spooled.send_snapshot(snap("a", 1))
+    async with asyncio.timeout(10):
+        await spooled.drained()
+    await spooled.close()
+    assert ([s.snapshot_id for s in inner.snapshots], len(Spool(tmp_path))) == (["a-1"], 0)
