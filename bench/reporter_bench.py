@@ -3,6 +3,7 @@ transcripts and half Codex rollouts, against a local receiver that answers like 
 (under 2% of a core, under 100 MB RSS, a line's report at the API within 1 s) and baselines of the same run.
 
     .venv/bin/python -m bench.reporter_bench [--threads 200] [--baseline-threads 20] [--rate 0.5] [--seconds 40]
+        [--checkout DIR]
 
 Phases, each a fresh reporter on fresh files: (1) the N files present and idle (the polling floor), (2) the baseline
 count active, (3) the N active. "Active" appends records at `--rate` lines/s per file, cycling through the real
@@ -12,7 +13,11 @@ its write time, a fresh uuid and its thread's ids and working directory (one of 
 CPU is the reporter's user+system time with its waited children (the git processes of the work facts) over the
 phase's wall time, from /proc; RSS its peak VmHWM. Latency is the receiver's arrival time minus the time written in
 the record: for every session event, and for every snapshot that goes out at once (a thread's first, or a level
-change: the cadence of spec 5.1 holds the others back on purpose).
+change: the cadence of spec 5.1 holds the others back on purpose). "Reports" counts the snapshots the receiver got,
+"spooled" those still in the reporter's spool at the end (a stuck delivery shows there, not in the latencies).
+
+`--checkout` runs the reporter from another checkout of the repository (a baseline, e.g. a `git worktree` of main)
+under this bench: alternate runs of both in one session to compare them on the same machine load.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import percentile
+from reporter.spool import LOG_NAME, read_frames
+from schemas import ContextBudgetLevel, WorkerReportResponse
 from schemas.admission import RESEND_BITS
 
 DATA = Path(__file__).parents[1] / "tests" / "data"
@@ -41,9 +48,17 @@ CLAUDE_TEMPLATE = DATA / "claude_code" / "spotter-tool-heavy.jsonl"
 CODEX_TEMPLATE = DATA / "codex" / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
 WARMUP_SECONDS = 6.0
 TICKS = os.sysconf("SC_CLK_TCK")
-REPORT_ANSWER = json.dumps(
-    {"accepted": True, "thread_id": "t", "context_budget_level": "safe", "next_required_report_in_seconds": 30}
-).encode()
+REPORT_ANSWER = (
+    WorkerReportResponse(
+        accepted=True,
+        thread_id="t",
+        context_budget_level=ContextBudgetLevel.SAFE,
+        next_required_report_in_seconds=30,
+        master_actions=[],
+    )
+    .model_dump_json()
+    .encode()
+)  # a valid 5.2 answer: one the reporter cannot read keeps its snapshot spooled
 
 
 @dataclass
@@ -164,10 +179,28 @@ class Figures:
     lines: int
     events: list[float]
     snapshots: list[float]
+    reports: int
+    spooled: int
 
 
-def run_phase(label: str, root: Path, count: int, rate: float, seconds: float, poll: float, repos: int) -> Figures:
-    trees = [root / "repos" / f"r{i}" for i in range(repos)]
+@dataclass(frozen=True)
+class Phase:
+    label: str
+    count: int
+    rate: float
+
+
+@dataclass(frozen=True)
+class Options:
+    seconds: float
+    poll: float
+    repos: int
+    checkout: Path
+
+
+def run_phase(phase: Phase, root: Path, options: Options) -> Figures:
+    count, rate, seconds, poll = phase.count, phase.rate, options.seconds, options.poll
+    trees = [root / "repos" / f"r{i}" for i in range(options.repos)]
     for tree in trees:
         _git_repo(tree)
     transcripts = _files(root, count, trees)
@@ -180,8 +213,8 @@ def run_phase(label: str, root: Path, count: int, rate: float, seconds: float, p
         "--api-url", f"http://127.0.0.1:{server.server_port}", "--token", "bench",
         "--node-id", "bench-node", "--worker-id", "bench-worker", "--project-id", "bench",
     ]  # fmt: skip
-    env = {**os.environ, "CTXBUDGET_DATA_DIR": str(root / "data")}
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "CTXBUDGET_DATA_DIR": str(root / "data"), "PYTHONPATH": str(options.checkout)}
+    process = subprocess.Popen(command, env=env, cwd=options.checkout, stdout=log, stderr=subprocess.STDOUT)
     try:
         time.sleep(WARMUP_SECONDS)  # imports, the first read of every file
         start, cpu_start = time.time(), _cpu_seconds(process.pid)
@@ -197,7 +230,16 @@ def run_phase(label: str, root: Path, count: int, rate: float, seconds: float, p
     if process.returncode not in (0, -15, 1):
         raise RuntimeError(f"the reporter exited {process.returncode}: {(root / 'reporter.log').read_text()[-2000:]}")
     events, snapshots = _latencies(received, start)
-    return Figures(label, cpu / wall, rss, lines, events, snapshots)
+    reports = sum(kind == "snapshot" for _, kind, _ in received.items)
+    left = _spooled(root / "data" / "reporter" / "spool" / LOG_NAME)
+    return Figures(phase.label, cpu / wall, rss, lines, events, snapshots, reports, left)
+
+
+def _spooled(log: Path) -> int:
+    """Snapshots the spool still held when the reporter stopped: the PUT frames without a GONE."""
+    frames, _ = read_frames(log.read_bytes()) if log.exists() else ([], 0)
+    gone = {seq for kind, seq, _ in frames if kind == b"G"}
+    return sum(kind == b"P" and seq not in gone for kind, seq, _ in frames)
 
 
 def _append(transcripts: list[Transcript], rate: float, seconds: float) -> int:
@@ -250,26 +292,31 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--poll", type=float, default=0.5, help="the reporter's --poll-seconds")
     parser.add_argument("--repos", type=int, default=20)
+    parser.add_argument("--checkout", type=Path, default=Path(__file__).parents[1], help="the reporter's code")
     args = parser.parse_args()
     phases = [
-        (f"{args.threads} files, idle", args.threads, 0.0),
-        (f"{args.baseline_threads} active", args.baseline_threads, args.rate),
-        (f"{args.threads} active", args.threads, args.rate),
+        Phase(f"{args.threads} files, idle", args.threads, 0.0),
+        Phase(f"{args.baseline_threads} active", args.baseline_threads, args.rate),
+        Phase(f"{args.threads} active", args.threads, args.rate),
     ]
+    options = Options(args.seconds, args.poll, args.repos, args.checkout.resolve())
     results = []
-    for label, count, rate in phases:
+    for phase in phases:
         root = Path(tempfile.mkdtemp(prefix="reporter-bench-"))
         try:
-            results.append(run_phase(label, root, count, rate, args.seconds, args.poll, args.repos))
+            results.append(run_phase(phase, root, options))
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    head = subprocess.run(["git", "-C", str(options.checkout), "rev-parse", "--short", "HEAD"], capture_output=True)
+    print(f"reporter at {options.checkout} ({head.stdout.decode().strip()}), load average {os.getloadavg()}")
     print(f"reporter footprint, {args.rate} lines/s per active file, poll {args.poll} s, {args.seconds:.0f} s each")
     print(f"{'phase':<20} {'lines':>6} {'CPU (core)':>11} {'RSS peak':>9} {'event p50':>10} {'event p99':>10}"
-          f" {'report p50':>11} {'report p99':>11}")  # fmt: skip
+          f" {'report p50':>11} {'report p99':>11} {'reports':>8} {'spooled':>8}")  # fmt: skip
     for f in results:
         print(
             f"{f.label:<20} {f.lines:>6} {f.cpu_share * 100:>10.2f}% {f.rss_mb:>6.0f} MB {_ms(f.events, 50):>10}"
-            f" {_ms(f.events, 99):>10} {_ms(f.snapshots, 50):>11} {_ms(f.snapshots, 99):>11}"
+            f" {_ms(f.events, 99):>10} {_ms(f.snapshots, 50):>11} {_ms(f.snapshots, 99):>11} {f.reports:>8}"
+            f" {f.spooled:>8}"
         )
     print("targets: CPU < 2% of a core, RSS < 100 MB, line -> API < 1 s (p99)")
 
