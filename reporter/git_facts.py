@@ -13,8 +13,10 @@ to look again: at once after a command started or finished or a file edit (what 
 `refresh` passed: a busy thread writes a line every few seconds, and a look at its work tree costs a git process,
 far more than reading the line. Looks are kept per work tree, shared by its threads and across rounds: git is asked
 again only when a command finished or a file was edited in that tree (what changes it; a command's start cannot
-have yet), or the look is older than `refresh`. A look is one `git status`; the last commit's time is asked only
-when the commit it names is new.
+have yet), or the look is older than `refresh`. A tree changed since its last look is looked at again once that look
+is `settle` old: the threads of a busy tree finish commands and edit files every few seconds between them, and a look
+after each cost a git process per line. A look is one `git status`; the last commit's time is asked only when the
+commit it names is new.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ GIT_TIMEOUT_SECONDS = 5.0
 DEFAULT_REFRESH = timedelta(seconds=60)
 """How long a thread's work-tree view may age while its lines show no command and no edit (a change made outside
 the agent, e.g. a commit in another terminal, is seen within it)."""
+DEFAULT_SETTLE = timedelta(seconds=2)
+"""A work tree is looked at again at most this often, however often its threads change it: their facts arrive up to
+this much later."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +165,15 @@ COMMANDS_KEPT = 64
 
 
 class WorkFactTracker:
-    def __init__(self, patterns: FactPatterns | None = None, refresh: timedelta = DEFAULT_REFRESH) -> None:
+    def __init__(
+        self,
+        patterns: FactPatterns | None = None,
+        refresh: timedelta = DEFAULT_REFRESH,
+        settle: timedelta = DEFAULT_SETTLE,
+    ) -> None:
         self.patterns = patterns or FactPatterns()
         self.refresh = refresh
+        self.settle = settle
         self._threads: dict[str, _Thread] = {}
         self._looks: dict[Path, _Look] = {}
         """The latest look at each work tree."""
@@ -237,7 +248,7 @@ class WorkFactTracker:
         look = self._looks.get(cwd)
         if now is None:
             return git_view(cwd, look.view if look else None)
-        if look is None or look.stale or now - look.at >= self.refresh:
+        if look is None or now - look.at >= (self.settle if look.stale else self.refresh):
             look = self._looks[cwd] = _Look(git_view(cwd, look.view if look else None), now)
         return look.view
 
@@ -274,11 +285,15 @@ class WorkFactTracker:
 
     def due(self, thread_id: str, now: datetime) -> bool:
         """Whether to look at the thread's work tree now: a command started or finished, a file was edited, or its
-        last look is older than `refresh`."""
+        last look is older than `refresh`; and the tree is not settling (changed since a look younger than `settle`,
+        which would be the view: the caller asks again in a later round)."""
         thread = self._threads.get(thread_id)
-        if thread is None or thread.evaluated_at is None or thread.commands_changed:
+        if thread is None:
             return True
-        return now - thread.evaluated_at >= self.refresh
+        if thread.evaluated_at is not None and not thread.commands_changed and now - thread.evaluated_at < self.refresh:
+            return False
+        look = self._looks.get(thread.cwd)
+        return look is None or not look.stale or now - look.at >= self.settle
 
     def must_finish(self, thread_id: str) -> bool:
         thread = self._threads.get(thread_id)

@@ -157,7 +157,7 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
     assert delivery.snapshots[-1].must_finish_before_compaction is False
 
 
-def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refresh(tmp_path: Path) -> None:
+def test_git_is_asked_after_a_command_or_an_edit_once_the_tree_settled_else_every_refresh(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     tracker = WorkFactTracker(refresh=timedelta(seconds=5))
     tracker.observe_cwd("t1", str(repo))
@@ -169,10 +169,11 @@ def test_git_is_asked_at_once_after_a_command_or_an_edit_else_at_most_every_refr
     assert tracker.due("t1", T0 + timedelta(seconds=1))  # a command started: at once
     tracker.evaluate("t1", T0 + timedelta(seconds=1))
     tracker.observe_result("t1", "c1", failed=True)
-    assert tracker.due("t1", T0 + timedelta(seconds=2))  # and finished: at once
+    assert tracker.due("t1", T0 + timedelta(seconds=2))  # and finished: at once, the tree's look being 2 s old
     tracker.evaluate("t1", T0 + timedelta(seconds=2))
     tracker.observe_edit("t1")
-    assert tracker.due("t1", T0 + timedelta(seconds=3))  # an edit tool ran: at once
+    assert not tracker.due("t1", T0 + timedelta(seconds=3))  # an edit tool ran 1 s after the look: the tree settles
+    assert tracker.due("t1", T0 + timedelta(seconds=4))
 
 
 def test_a_work_tree_look_is_shared_until_a_command_finishes_or_an_edit(tmp_path: Path, monkeypatch) -> None:
@@ -201,10 +202,39 @@ def test_a_work_tree_look_is_shared_until_a_command_finishes_or_an_edit(tmp_path
     assert len(looks) == 2
     assert [(e.fact, e.files) for e in finished] == [(WorkFact.UNCOMMITTED_PATCH, ["app.py", "new.py"])]
     tracker.observe_edit("t3")
-    tracker.evaluate("t3", T0 + timedelta(seconds=4))
+    tracker.evaluate("t3", T0 + timedelta(seconds=4))  # the look is 1 s old: the tree settles first
+    assert len(looks) == 2
+    tracker.evaluate("t3", T0 + timedelta(seconds=5))
     assert len(looks) == 3
-    tracker.evaluate("t3", T0 + timedelta(seconds=64))  # older than refresh: a change outside the agent shows
+    tracker.evaluate("t3", T0 + timedelta(seconds=65))  # older than refresh: a change outside the agent shows
     assert len(looks) == 4
+
+
+def test_a_busy_tree_is_looked_at_once_per_settle_and_its_change_shows_within_it(tmp_path: Path, monkeypatch) -> None:
+    import reporter.git_facts as git_facts
+
+    repo = _repo(tmp_path)
+    looks: list[datetime] = []
+    real = git_facts.git_view
+    monkeypatch.setattr(git_facts, "git_view", lambda cwd, previous=None: looks.append(now) or real(cwd, previous))
+    tracker = WorkFactTracker(settle=timedelta(seconds=2))
+    now = T0
+    for thread in ("t1", "t2"):
+        tracker.observe_cwd(thread, str(repo))
+        tracker.evaluate(thread, now)
+    (repo / "new.py").write_text("y = 1\n")
+    seen = []
+    for step in range(1, 9):  # every 0.5 s one of the two threads runs a command that changes the tree
+        now = T0 + timedelta(seconds=step / 2)
+        thread = ("t1", "t2")[step % 2]
+        tracker.observe_command(thread, f"c{step}", "make", now)
+        tracker.observe_result(thread, f"c{step}", failed=False)
+        for each in ("t1", "t2"):
+            if tracker.due(each, now):
+                seen += [(now - T0, each, e.fact) for e in tracker.evaluate(each, now)]
+    assert [at - T0 for at in looks] == [timedelta(0), timedelta(seconds=2), timedelta(seconds=4)]
+    settled = timedelta(seconds=2)
+    assert seen == [(settled, "t1", WorkFact.UNCOMMITTED_PATCH), (settled, "t2", WorkFact.UNCOMMITTED_PATCH)]
 
 
 def test_git_runs_once_a_look_while_head_names_the_same_commit(tmp_path: Path, monkeypatch) -> None:
