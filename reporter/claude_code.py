@@ -20,7 +20,6 @@ the formula from then on (`ClaudeCodeProfile.learned`, saved with the read posit
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from reporter.claude_events import (
     user_events,
 )
 from reporter.git_facts import WorkFactTracker
-from reporter.jsonl_tailer import JsonlTailer
+from reporter.jsonl_tailer import JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind, TriggerMode
@@ -182,7 +181,7 @@ def parse_transcript_line(
     if not line.strip():
         return JsonlLineResult(state)
     try:
-        record = json.loads(line)
+        record = decode_line(line)
         if not isinstance(record, dict) or record.get("isSidechain") is True:
             return JsonlLineResult(state)
         kind = record.get("type")

@@ -18,7 +18,6 @@ The tailer keeps, per file, its read offset and the thread's facts so far, and s
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -51,7 +50,7 @@ from reporter.codex_formats import (
     window_of,
 )
 from reporter.git_facts import WorkFactTracker
-from reporter.jsonl_tailer import JsonlTailer
+from reporter.jsonl_tailer import JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
@@ -136,7 +135,7 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
     if not line.strip():
         return JsonlLineResult(state)
     try:
-        record = json.loads(line)
+        record = decode_line(line)
         kind = record["type"]
         payload = record.get("payload") or {}
         at = datetime.fromisoformat(record["timestamp"])

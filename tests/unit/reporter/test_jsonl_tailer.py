@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from reporter.readings import Reading, to_snapshot
 from streams.projection.config import ProjectionConfig
 from tests.unit.reporter.test_claude_code import AUTO, AUTO_SESSION, IDENTITY, _project
 from tests.unit.reporter.test_codex_rollouts import ROLLOUT_FILE
+
+DATA = Path(__file__).parents[2] / "data"
 
 
 class _Clock:
@@ -192,3 +195,29 @@ def test_appended_lines_and_files_in_new_directories_are_read(
         assert listed == [str(second.parent)]
     else:
         assert str(tmp_path) in listed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"usage": NaN}\n',  # this and the next three msgspec refuses and json.loads reads
+        b'{"x": 1e400}\n',
+        b'{"text": "\\ud800"}\n',
+        b'\xef\xbb\xbf{"type": "user"}\n',
+        b'{"a": 1, "a": 2.0, "b": true, "c": null, "d": [1, "\\u00e9", -0.0, 123456789012345678901234567890]}\n',
+    ],
+)
+def test_decode_line_reads_a_line_as_json_loads_does(line: bytes) -> None:
+    assert repr(jsonl_tailer.decode_line(line)) == repr(json.loads(line))  # repr: 1 is not 1.0 nor True, NaN is NaN
+
+
+def test_decode_line_reads_every_recorded_transcript_and_rollout_line_as_json_loads_does() -> None:
+    lines = [line for path in sorted(DATA.rglob("*.jsonl")) for line in path.read_bytes().splitlines(keepends=True)]
+    assert len(lines) > 100
+    assert [repr(jsonl_tailer.decode_line(line)) for line in lines] == [repr(json.loads(line)) for line in lines]
+
+
+@pytest.mark.parametrize("line", [b"\n", b"{not json}\n", b'{"cut": "off\n'])
+def test_decode_line_refuses_what_json_loads_refuses_with_its_error(line: bytes) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        jsonl_tailer.decode_line(line)
