@@ -254,7 +254,7 @@ async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTail
                 for reading in tailer.poll():
                     reporter.observe(reading)
                 _work_facts(reporter, tailer)
-            delivered = [await _send_events(reporter.delivery, tailer, reporter.identity) for tailer in tailers]
+            delivered = await _send_events(reporter.delivery, tailers, reporter.identity)
             await reporter.flush()
             for tailer, done in zip(tailers, delivered, strict=True):
                 if done:  # else a restart re-reads the lines and derives the same events again
@@ -284,12 +284,25 @@ def _work_facts(reporter: Reporter, tailer: AnyTailer) -> None:
         reporter.set_must_finish(thread_id, tailer.facts.must_finish(thread_id))
 
 
-async def _send_events(delivery: Delivery, tailer: AnyTailer, identity: Identity) -> bool:
-    """The files' session events, stamped with who reports them (the API admits an event only for a project, and the
-    projection publishes a reading only for a thread whose node and worker it knows), a batch per request; what could
-    not be delivered is kept for the next round, in order, and one the receiver refused is set aside with the reason
-    (a refused batch is sent again one by one, to find it)."""
-    events = tailer.take_events()
+async def _send_events(delivery: Delivery, tailers: Sequence[AnyTailer], identity: Identity) -> list[bool]:
+    """The round's session events of every tailer together (one request for both tools' files, not one per tool);
+    what was not delivered goes back to its tailer, first in line for the next round. Per tailer: whether all of its
+    events were delivered."""
+    taken = [tailer.take_events() for tailer in tailers]
+    delivered = await _deliver_events(delivery, [event for events in taken for event in events], identity)
+    done = []
+    for tailer, events in zip(tailers, taken, strict=True):
+        tailer.return_events(events[delivered:])
+        done.append(delivered >= len(events))
+        delivered = max(delivered - len(events), 0)
+    return done
+
+
+async def _deliver_events(delivery: Delivery, events: list[SessionEvent], identity: Identity) -> int:
+    """Send the events stamped with who reports them (the API admits an event only for a project, and the projection
+    publishes a reading only for a thread whose node and worker it knows), a batch per request, in order; one the
+    receiver refused is set aside with the reason (a refused batch is sent again one by one, to find it). Returns
+    how many, from the first, were delivered or set aside."""
     for start in range(0, len(events), EVENTS_PER_REQUEST):
         batch = [_stamped(event, identity) for event in events[start : start + EVENTS_PER_REQUEST]]
         try:
@@ -297,13 +310,12 @@ async def _send_events(delivery: Delivery, tailer: AnyTailer, identity: Identity
             continue
         except DeliveryError as error:
             log.warning("reporter: session events not delivered, retrying: %s", error)
-            left: int | None = 0
+            return start
         except RejectedRecord:
             left = await _send_each(delivery, batch)
         if left is not None:
-            tailer.return_events(events[start + left :])
-            return False
-    return True
+            return start + left
+    return len(events)
 
 
 async def _send_each(delivery: Delivery, events: list[SessionEvent]) -> int | None:

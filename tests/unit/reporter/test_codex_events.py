@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -302,3 +303,40 @@ def test_the_real_apply_patch_calls_are_edits_the_work_facts_look_at(tmp_path: P
     tracker = Counting()
     RolloutTailer(tmp_path, tmp_path / "s.json", True, tracker).poll()
     assert tracker.edits == 3  # the excerpt's three apply_patch custom_tool_calls
+
+
+class _Requests(_Delivery):
+    """Each session-event request's events; the first `events_down` requests fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[list[SessionEvent]] = []
+
+    async def send_events(self, events: Sequence[SessionEvent]) -> None:
+        self.requests.append(list(events))
+        await super().send_events(events)
+
+
+async def test_a_rounds_events_of_both_tools_go_in_one_request_and_a_failed_one_keeps_them(tmp_path: Path) -> None:
+    from reporter.claude_code import TranscriptTailer
+    from tests.unit.reporter.test_claude_code import MANUAL, _project
+
+    (tmp_path / "codex").mkdir()
+    shutil.copy(COMPACTION, tmp_path / "codex" / COMPACTION.name)
+    codex = RolloutTailer(tmp_path / "codex", tmp_path / "codex.json", collect_events=True)
+    claude = TranscriptTailer(_project(tmp_path, MANUAL, "ae4a77f8"), tmp_path / "claude.json", collect_events=True)
+    delivery = _Requests()
+    delivery.events_down = 1
+    task = asyncio.create_task(run_rollouts(Reporter(IDENTITY, delivery, clock=_Clock()), [codex, claude], 0.05))
+    await asyncio.sleep(0.4)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    failed, sent, *later = delivery.requests
+    assert [event.event_id for event in sent] == [event.event_id for event in failed]  # kept, in order
+    assert {event.thread_id for event in sent} == {
+        "019c8a59-e9dd-71f0-9ae3-4079fe9726a9",
+        "ae4a77f8-aedd-4bc1-888f-c94edc91af04",
+    }
+    assert [event.event_id for event in delivery.events] == [event.event_id for event in sent]
+    assert later == []  # nothing new: no request
