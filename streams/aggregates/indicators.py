@@ -23,6 +23,7 @@ from schemas import (
     ConversationItem,
     ConversationType,
 )
+from schemas.copies import replaced
 from schemas.projects import ConversationIndicatorState, ConversationLink, ConversationRelay, ShownThread
 from streams.aggregates.outputs import (
     CLIENT_EVENTS,
@@ -55,7 +56,7 @@ def apply_conversation(
         links += [_link(conversation, after, linked=True)] if after else []
     # values of a thread the conversation no longer shows must not stay on its ring
     shown = state.shown if state.shown is not None and state.shown.thread_id == after else None
-    updated = state.model_copy(update={"conversation": conversation, "shown": shown})
+    updated = replaced(state, {"conversation": conversation, "shown": shown})
     cause = stable_id(conversation.conversation_id, conversation.updated_at.isoformat())
     return _republish(updated, conversation, cause, links)
 
@@ -70,7 +71,7 @@ def apply_shown_thread(
         return UNCHANGED
     conversation_id = state.conversation.conversation_id
     cause = stable_id(conversation_id, shown.thread_id, shown.updated_at.isoformat())
-    return _republish(state.model_copy(update={"shown": shown}), state.conversation, cause, [])
+    return _republish(replaced(state, {"shown": shown}), state.conversation, cause, [])
 
 
 def apply_relay(
@@ -87,8 +88,8 @@ def apply_relay(
         or shown_thread_id(conversation) != relay.from_thread_id
     ):
         return UNCHANGED
-    moved = conversation.model_copy(
-        update={"thread_ids": [relay.to_thread_id], "updated_at": max(relay.relayed_at, conversation.updated_at)}
+    moved = replaced(
+        conversation, {"thread_ids": [relay.to_thread_id], "updated_at": max(relay.relayed_at, conversation.updated_at)}
     )
     change = apply_conversation(state, moved)
     return Change(change.state, [*change.emits, Emit(CONVERSATIONS, moved.conversation_id, moved)])
@@ -153,7 +154,7 @@ def _republish(
                 ),
             )
         )
-    return Change(state.model_copy(update={"published": item}), emits)
+    return Change(replaced(state, {"published": item}), emits)
 
 
 def _values_set_at(conversation: Conversation, shown: ShownThread | None) -> datetime:

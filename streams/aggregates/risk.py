@@ -15,6 +15,7 @@ from datetime import datetime
 
 from core import handoff
 from schemas import ContextBudgetLevel, MasterAction, ProjectContextRiskUpdated, ProjectDetail, ThreadState
+from schemas.copies import replaced
 from schemas.projects import MAX_LIVE_THREADS, LiveThread, ProjectInput, ProjectState, ThreadInProject, ThreadLeft
 from schemas.views import ThreadContextSummary
 from streams.aggregates.config import ProjectsConfig
@@ -140,7 +141,7 @@ def _shown_summary(thread: LiveThread) -> ThreadContextSummary:
     """The view's entry of a thread: its summary and the task importance that ranks it."""
     if thread.task_importance is None:
         return thread.summary
-    return thread.summary.model_copy(update={"task_importance": thread.task_importance})
+    return replaced(thread.summary, {"task_importance": thread.task_importance})
 
 
 SUBTASK_LEVELS = frozenset({ContextBudgetLevel.SAFE, ContextBudgetLevel.WATCH})
@@ -162,8 +163,8 @@ def subtask_targets(threads: list[LiveThread]) -> list[str]:
 def _republish(state: ProjectState, threads: list[LiveThread], cause: str, now: datetime) -> Change[ProjectState]:
     ranked = rank(threads)
     fields = _derived(ranked)
-    if state.published is not None and _seen(fields) == _seen(dict(state.published)):
-        return Change(state.model_copy(update={"threads": ranked}))
+    if state.published is not None and _looks_the_same(fields, state.published):
+        return Change(replaced(state, {"threads": ranked}))
     view = ProjectDetail(project_id=state.project_id, **fields)
     event = ProjectContextRiskUpdated(
         event_id=stable_id(cause, "risk"),
@@ -174,16 +175,23 @@ def _republish(state: ProjectState, threads: list[LiveThread], cause: str, now: 
         master_context_strategy_summary=view.master_context_strategy_summary,
     )
     return Change(
-        state.model_copy(update={"threads": ranked, "published": view}),
+        replaced(state, {"threads": ranked, "published": view}),
         [Emit(PROJECT_RISK, state.project_id, view), Emit(CLIENT_EVENTS, state.project_id, event)],
     )
 
 
-def _seen(view: dict) -> tuple[object, ...]:
-    """What a reader of the view sees: the fields of a ProjectDetail that decide whether it is republished."""
-    threads = tuple(seen_values(t) for t in view["active_thread_contexts"])
-    derived = (view["next_compaction_risk_thread_id"], tuple(view["threads_requiring_handoff"]))
-    return threads, derived, view["master_context_strategy_summary"]
+def _looks_the_same(fields: dict, published: ProjectDetail) -> bool:
+    """Whether a reader of the view would see what `published` shows: the same threads in the same order at the
+    resolution a reader sees them, and the same derived fields. An unchanged thread's summary is the very object the
+    view holds (records are immutable), so only a changed one is compared by its values."""
+    shown, held = fields["active_thread_contexts"], published.active_thread_contexts
+    return (
+        fields["next_compaction_risk_thread_id"] == published.next_compaction_risk_thread_id
+        and fields["threads_requiring_handoff"] == published.threads_requiring_handoff
+        and fields["master_context_strategy_summary"] == published.master_context_strategy_summary
+        and len(shown) == len(held)
+        and all(a is b or seen_values(a) == seen_values(b) for a, b in zip(shown, held, strict=True))
+    )
 
 
 def _find(state: ProjectState, thread_id: str) -> LiveThread | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from schemas import HandoffPackage, PackageStatus, ThreadState
+from schemas.copies import replaced
 from schemas.projects import (
     MAX_LINKED_CONVERSATIONS,
     ConversationLink,
@@ -69,7 +70,7 @@ def route_thread_state(
     if held is None or held.project_id != shown.project_id or ring_values(held) != ring_values(shown):
         update["shown"] = shown
         emits += [_to_conversation(conversation_id, shown) for conversation_id in routes.conversation_ids]
-    return Change(routes.model_copy(update=update) if update else None, emits)
+    return Change(replaced(routes, update) if update else None, emits)
 
 
 def apply_link(routes: ThreadRoutes | None, link: ConversationLink) -> Change[ThreadRoutes]:
@@ -79,11 +80,11 @@ def apply_link(routes: ThreadRoutes | None, link: ConversationLink) -> Change[Th
     if not link.linked:
         if len(others) == len(routes.conversation_ids):
             return UNCHANGED
-        return Change(routes.model_copy(update={"conversation_ids": others}))
+        return Change(replaced(routes, {"conversation_ids": others}))
     linked = [*others[-(MAX_LINKED_CONVERSATIONS - 1) :], link.conversation_id]  # the oldest link yields
     shown = routes.shown
     return Change(
-        routes.model_copy(update={"conversation_ids": linked}),
+        replaced(routes, {"conversation_ids": linked}),
         [_to_conversation(link.conversation_id, shown)] if shown is not None else [],
     )
 
@@ -99,10 +100,10 @@ def apply_importance(routes: ThreadRoutes | None, importance: TaskImportance) ->
     emits: list[Emit] = []
     forwarded = routes.forwarded
     if forwarded is not None and forwarded.thread.task_importance != importance.task_importance:
-        thread = forwarded.thread.model_copy(update={"task_importance": importance.task_importance})
-        update["forwarded"] = forwarded.model_copy(update={"thread": thread})
+        thread = replaced(forwarded.thread, {"task_importance": importance.task_importance})
+        update["forwarded"] = replaced(forwarded, {"thread": thread})
         emits.append(Emit(THREAD_STATE_BY_PROJECT, forwarded.project_id, update["forwarded"]))
-    return Change(routes.model_copy(update=update), emits)
+    return Change(replaced(routes, update), emits)
 
 
 def relay_conversations(routes: ThreadRoutes | None, package: HandoffPackage) -> Change[ThreadRoutes]:
