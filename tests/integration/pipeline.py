@@ -38,6 +38,7 @@ OUTPUT_TOPICS = (
     "compactions",
     "project-risk",
     "conversation-indicators",
+    "snapshot-verdicts",
 )
 
 

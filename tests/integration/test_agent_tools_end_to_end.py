@@ -148,14 +148,24 @@ async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_rankin
             for tool in tools:
                 await outputs.wait_for(lambda o, t=tool: reached(o, t), within=120, what=f"the {tool.source} thread")
             # The rollout's session events reached the projection through the API: its estimate is a snapshot too,
-            # judged beside the reporter's; the Codex thread's ring is the reporter's budget (codex_sdk ranks first).
+            # judged beside the reporter's. codex_sdk ranks first, so the estimate is accepted only if it reached the
+            # engine before the reporter's first snapshot, and shadowed after it; either way the ring ends on the
+            # reporter's budget. (Both are keyed by thread: one partition, so the verdicts come in the engine's order.)
             codex = tools[1]
 
-            def estimated(o: Outputs) -> bool:
-                marks = (state(o, codex.thread) or {}).get("sources") or []
-                return {m["source_kind"] for m in marks} == {"codex_sdk", "worker_estimator"}
+            def verdicts(o: Outputs) -> list[tuple[str, str]]:
+                judged = [v for v in o.records["snapshot-verdicts"] if v["snapshot"]["thread_id"] == codex.thread]
+                return [(v["snapshot"]["source_kind"], v["verdict"]) for v in judged]
 
-            await outputs.wait_for(estimated, within=60, what="the projection's estimate of the Codex thread")
+            await outputs.wait_for(
+                lambda o: any(kind == "worker_estimator" for kind, _ in verdicts(o)),
+                within=60,
+                what="the engine's verdict on the projection's estimate of the Codex thread",
+            )
+            judged = verdicts(outputs)
+            first = next(i for i, (kind, _) in enumerate(judged) if kind == "worker_estimator")
+            reported_before = ("codex_sdk", "accept") in judged[:first]
+            assert judged[first][1] == ("shadowed" if reported_before else "accept"), judged
             codex_state = state(outputs, codex.thread) or {}
             assert round(codex_state["context_budget_remaining_pct"], 6) == round(
                 codex.last.context_budget_remaining_pct, 6
