@@ -69,6 +69,11 @@ class Received:
 
 def receiver(received: Received) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
+        # Like the API's uvicorn: the connection stays open between requests, and an answer is not held back by
+        # Nagle's algorithm waiting on the client's delayed ack of its headers.
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             arrived = time.time()
