@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from core.deadlines import DeadlineIndex
 from core.engine_config import REPORT_INTERVAL_SECONDS
 from core.levels import SEVERITY
 from reporter.readings import MAX_RESEND, Reading, snapshot_version
@@ -96,30 +97,39 @@ class Cadence:
         self.idle_after = idle_after
         self.intervals = intervals
         self._threads: dict[ThreadKey, _Thread] = {}
+        self._deadlines: DeadlineIndex[ThreadKey] = DeadlineIndex()
+        """Each thread's due time: a round looks at the threads due, not at every thread."""
+
+    def _put(self, key: ThreadKey, thread: _Thread) -> None:
+        self._threads[key] = thread
+        self._deadlines.set(key, thread.due_at(self.idle_after))
 
     def observe(self, reading: Reading, level: ContextBudgetLevel, now: datetime) -> None:
         """A reading arrived (or the current one changed content, e.g. must-finish): it is the one to send next."""
         key = (reading.thread_id, reading.source_kind)
         previous = self._threads.get(key)
         same_position = previous is not None and previous.reading.position == reading.position
-        self._threads[key] = _Thread(
-            reading=reading,
-            level=level,
-            changed_at=now,
-            active_at=now if same_position else reading.observed_at,
-            sent=previous.sent if previous else None,
-            # A changed reading at the same position must go out under a new version: continue its resend count.
-            sent_resend=previous.sent_resend if same_position and previous else None,
+        self._put(
+            key,
+            _Thread(
+                reading=reading,
+                level=level,
+                changed_at=now,
+                active_at=now if same_position else reading.observed_at,
+                sent=previous.sent if previous else None,
+                # A changed reading at the same position must go out under a new version: continue its resend count.
+                sent_resend=previous.sent_resend if same_position and previous else None,
+            ),
         )
 
     def due(self, now: datetime) -> list[Outgoing]:
         """What to send now, most severe level first."""
         out = []
-        for thread in self._threads.values():
-            at = thread.due_at(self.idle_after)
-            if at is not None and at <= now:
-                resend = thread.next_resend()
-                out.append(Outgoing(thread.reading, thread.level, resend, None if resend == 0 else now))
+        for key in self._deadlines.due(now):
+            thread = self._threads[key]
+            self._deadlines.set(key, thread.due_at(self.idle_after))  # due until `sent` says it went out
+            resend = thread.next_resend()
+            out.append(Outgoing(thread.reading, thread.level, resend, None if resend == 0 else now))
         return sorted(out, key=lambda o: SEVERITY[o.level], reverse=True)
 
     def sent(self, outgoing: Outgoing, now: datetime, next_required_seconds: int | None = None) -> None:
@@ -138,7 +148,7 @@ class Cadence:
         else:
             interval, answered = timedelta(seconds=self.intervals[outgoing.level]), False
         mark = _Sent(now, outgoing.level, reading.compaction_count, reading.must_finish, interval, answered)
-        self._threads[key] = replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True)
+        self._put(key, replace(thread, sent=mark, sent_resend=outgoing.resend, content_sent=True))
 
     def answered(self, key: ThreadKey, version: int, next_required_seconds: int) -> None:
         """The engine answered a delivered snapshot later than it was handed over (a spooled delivery): its interval
@@ -149,7 +159,7 @@ class Cadence:
         if snapshot_version(thread.reading.position, thread.sent_resend) != version:
             return
         interval = timedelta(seconds=next_required_seconds)
-        self._threads[key] = replace(thread, sent=replace(thread.sent, interval=interval, answered=True))
+        self._put(key, replace(thread, sent=replace(thread.sent, interval=interval, answered=True)))
 
     def unsent(self, now: datetime) -> list[Outgoing]:
         """Every reading whose content was not sent yet, due or not (when the input ends, nothing more will come)."""
@@ -161,8 +171,7 @@ class Cadence:
 
     def next_due(self) -> datetime | None:
         """The earliest due time of any thread (for the loop's sleep); None when nothing is due ever."""
-        times = [at for t in self._threads.values() if (at := t.due_at(self.idle_after)) is not None]
-        return min(times, default=None)
+        return self._deadlines.earliest()
 
     def latest(self, thread_id: str, source_kind: SourceKind) -> Reading | None:
         thread = self._threads.get((thread_id, source_kind))

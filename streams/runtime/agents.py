@@ -17,7 +17,7 @@ outputs are `core.folds`'; an emit to a topic its fold does not declare is refus
    persist a state whose outputs never left; its replay would then emit nothing.)
 5. An optional timer folds the states of the partitions this worker owns (staleness, expiries, retirement), under
    the same lock as the batches, since both read-modify-write the same states and publishing awaits Kafka. With a
-   `wake` function it folds only the states whose next deadline has passed (runtime/deadlines.py), not all of them.
+   `wake` function it folds only the states whose next deadline has passed (core/deadlines.py), not all of them.
 
 Tables are keyed like their input topics (same bytes, same partitioner), so each changelog record goes to the
 partition that owns its key (`streams.runtime.produce`); that is what lets batches and timers write outside per-event
@@ -40,6 +40,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.types import TP
 
+from core.deadlines import DeadlineIndex
 from core.folds import Fold
 from core.settings import Settings
 from core.topics import compacted_topics
@@ -48,7 +49,6 @@ from schemas.codec import encode_record
 from streams import metrics
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
 from streams.runtime import faust_fixes
-from streams.runtime.deadlines import DeadlineIndex
 from streams.runtime.policy_table import MirroredTable
 from streams.runtime.produce import partition_of, produce
 from streams.runtime.protocol import (

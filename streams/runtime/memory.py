@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.deadlines import DeadlineIndex
 from core.folds import Fold
 from core.settings import Settings
 from schemas import DecodeError, Record
 from schemas.codec import encode_record
 from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
-from streams.runtime.deadlines import DeadlineIndex
 from streams.runtime.protocol import (
     BatchFn,
     PartitionWriter,

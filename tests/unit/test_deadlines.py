@@ -1,10 +1,11 @@
-"""The deadline index the keyed folds' timers wake by: keys come out once their instant has passed, earliest first."""
+"""The deadline index the keyed folds' timers and the reporter's cadence wake by: keys come out once their instant has
+passed, earliest first."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from streams.runtime.deadlines import DeadlineIndex
+from core.deadlines import DeadlineIndex
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 
@@ -48,3 +49,16 @@ def test_many_superseded_deadlines_do_not_pile_up() -> None:
     assert len(index._heap) <= 2 * len(index) + 65
     assert index.due(at(9_990)) == [0]  # the last of each key: 9_990 for key 0
     assert sorted(index.due(at(10_000))) == list(range(1, 10))
+
+
+def test_the_earliest_deadline_is_the_first_current_one() -> None:
+    index: DeadlineIndex[str] = DeadlineIndex()
+    assert index.earliest() is None
+    index.set("a", at(10))
+    index.set("b", at(20))
+    index.set("a", at(30))  # superseded: its entry at 10 is no deadline any more
+    assert index.earliest() == at(20)
+    index.set("b", None)
+    assert index.earliest() == at(30)
+    assert index.due(at(30)) == ["a"]
+    assert index.earliest() is None

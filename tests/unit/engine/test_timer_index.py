@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from core.deadlines import DeadlineIndex
 from core.engine_config import EngineConfig
 from core.topics import HANDOFF_PACKAGES, SESSION_EVENTS, SNAPSHOTS
 from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.engine.batch import process_batch, tick_all
 from streams.engine.fold import ThreadSlot, next_deadline
-from streams.runtime.deadlines import DeadlineIndex
 from tests.unit.engine.builders import at, compaction_started, package, snapshot
 
 CONFIG = EngineConfig(handoff_ttl=timedelta(minutes=20))

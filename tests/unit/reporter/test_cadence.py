@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reporter.budget import TokenUsage
 from reporter.cadence import Cadence
@@ -152,3 +156,38 @@ def test_idleness_counts_from_the_time_of_the_reading_not_from_when_it_was_read(
     assert _send_due(cadence, _at(30)) == [(2, 0)]
     assert _send_due(cadence, _at(60)) == [(2, 1)]
     assert cadence.next_due() is None  # its idle window, from its own time, ends a minute after it was read
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["observe", "deliver", "fail", "answer"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from([SAFE, WATCH, CRITICAL]),
+            st.integers(min_value=0, max_value=40),
+        ),
+        max_size=40,
+    )
+)
+def test_the_due_index_agrees_with_every_threads_own_due_time(steps: list[tuple[str, str, Any, int]]) -> None:
+    """A round looks only at the indexed due times: after any sequence of readings, deliveries, failed deliveries
+    and late answers, they are what each thread's state says, and `due` names exactly the threads due."""
+    cadence, now, position = Cadence(), T0, 0
+    for op, thread, level, seconds in steps:
+        now += timedelta(seconds=seconds)
+        if op == "observe":
+            position += 1
+            reading = replace(_reading(position, now), thread_id=thread)
+            cadence.observe(reading, level, now)
+        elif op in ("deliver", "fail"):
+            for item in cadence.due(now):
+                if op == "deliver":
+                    cadence.sent(item, now, None)
+        elif (latest := cadence.latest(thread, SourceKind.CODEX_APP_SERVER)) is not None:
+            sent = cadence._threads[(thread, SourceKind.CODEX_APP_SERVER)].sent_resend
+            cadence.answered((thread, SourceKind.CODEX_APP_SERVER), snapshot_version(latest.position, sent or 0), 5)
+        own = {key: t.due_at(cadence.idle_after) for key, t in cadence._threads.items()}
+        assert cadence.next_due() == min((at for at in own.values() if at is not None), default=None)
+        expected = sorted(key[0] for key, at in own.items() if at is not None and at <= now)
+        assert sorted(o.reading.thread_id for o in cadence.due(now)) == expected

@@ -1,6 +1,7 @@
-"""Which keys a fold's timer has to look at now: each key's next deadline in a heap, instead of a walk of every state.
+"""Which keys are due now: each key's next deadline in a heap, instead of a walk of every state (a fold's timer in
+the pipeline, the reporter's cadence on a worker).
 
-A key is indexed with the instant before which its timer fold cannot change it (`set`); `due` pops the keys whose
+A key is indexed with the instant before which time alone cannot change it (`set`); `due` pops the keys whose
 instant has passed. Superseded entries stay in the heap until they surface and are skipped there (a key's current
 instant is the one in `_next`), so re-indexing a key costs one push.
 """
@@ -48,6 +49,13 @@ class DeadlineIndex(Generic[K]):
                 del self._next[key]
                 keys.append(key)
         return keys
+
+    def earliest(self) -> datetime | None:
+        """The first deadline in the index (superseded entries on top are dropped on the way)."""
+        heap = self._heap
+        while heap and self._next.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def clear(self) -> None:
         self._heap.clear()
