@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
@@ -45,10 +45,11 @@ from reporter.claude_events import (
     user_events,
 )
 from reporter.git_facts import WorkFactTracker
-from reporter.jsonl_tailer import JsonlTailer, decode_line
+from reporter.jsonl_tailer import FileState, JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind, TriggerMode
+from schemas.copies import replaced
 from schemas.session_events import ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
@@ -97,15 +98,10 @@ class ClaudeCodeProfile:
         return replace(self, learned=pre_tokens) if pre_tokens > 0 else self
 
 
-class TranscriptState(BaseModel):
+class TranscriptState(FileState):
     """What has been read of one transcript: the offset after the last complete line, and the thread's facts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    offset: int = 0
-    inode: int | None = None
     session_id: str | None = None
-    cwd: str | None = None
     model: str | None = None
     used_tokens: int | None = None
     """None while nothing was measured, or since a compaction until the next reply."""
@@ -117,7 +113,7 @@ class TranscriptState(BaseModel):
     last_compaction_at: datetime | None = None
     last_position: int | None = None
     last_observed_at: datetime | None = None
-    tool_names: dict[str, str] = {}
+    tool_names: dict[str, str] = Field(default_factory=dict)
     last_surface: str | None = None
     """What the last record added: `assistant`, `prompt` or `tool_result` (where an automatic compaction fired)."""
     compaction_mode: TriggerMode | None = None
@@ -204,14 +200,14 @@ def parse_transcript_line(
                 "compaction_mode": mode,
                 "compaction_pre_tokens": pre if type(pre) is int else None,
             }
-            state = state.model_copy(update=facts)
+            state = replaced(state, facts)
             learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
             return JsonlLineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
         if kind == "assistant":
             return _assistant(state, record, facts, end_offset, profile)
         if kind == "user":
             return _user(state, record, facts)
-        return JsonlLineResult(state.model_copy(update=facts) if facts else state)
+        return JsonlLineResult(replaced(state, facts) if facts else state)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         skipped.skip("malformed_line", f"offset {end_offset}: {error!r}")
         return JsonlLineResult(state)
@@ -229,7 +225,7 @@ def _assistant(
     message = record.get("message") or {}
     usage = message.get("usage")
     if not isinstance(usage, dict):
-        return JsonlLineResult(state.model_copy(update=facts) if facts else state)
+        return JsonlLineResult(replaced(state, facts) if facts else state)
     at = _timestamp(record)
     calls = tool_calls(record)
     if calls:
@@ -240,7 +236,7 @@ def _assistant(
     edits = any(name in EDIT_TOOLS for name in calls.values())
     key = f"{message.get('id')}|{record.get('requestId')}"
     if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
-        state = state.model_copy(update=facts) if facts else state
+        state = replaced(state, facts) if facts else state
         events = tuple(assistant_events(record, _thread(state), at, None))
         return JsonlLineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=edits)
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
@@ -255,7 +251,7 @@ def _assistant(
     }
     if isinstance(model, str) and model and not model.startswith("<"):  # `<synthetic>` replies name no model
         facts["model"] = model
-    state = state.model_copy(update=facts)
+    state = replaced(state, facts)
     sample = UsageSample(
         thread_id=_thread(state),
         event_id=f"cc-{record['uuid']}-u",
@@ -280,12 +276,12 @@ def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any])
         mode = state.compaction_mode or TriggerMode.REQUEST_START
         events = summary_events(record, thread, at, mode, state.compaction_pre_tokens)
         facts |= {"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None}
-        return JsonlLineResult(state.model_copy(update=facts), events=tuple(events))
+        return JsonlLineResult(replaced(state, facts), events=tuple(events))
     events = user_events(record, thread, at, state.tool_names)
     surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
     if surface != state.last_surface:
         facts["last_surface"] = surface
-    state = state.model_copy(update=facts) if facts else state
+    state = replaced(state, facts) if facts else state
     return JsonlLineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
 
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
@@ -50,10 +50,11 @@ from reporter.codex_formats import (
     window_of,
 )
 from reporter.git_facts import WorkFactTracker
-from reporter.jsonl_tailer import JsonlTailer, decode_line
+from reporter.jsonl_tailer import FileState, JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
 from schemas import SourceKind
+from schemas.copies import replaced
 from schemas.session_events import ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
@@ -66,13 +67,9 @@ TOOL_NAMES_KEPT = 64
 """Calls remembered to name their outputs: outputs follow their calls closely."""
 
 
-class RolloutFileState(BaseModel):
+class RolloutFileState(FileState):
     """What has been read of one rollout file: the offset after the last complete line, and the thread's facts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    offset: int = 0
-    inode: int | None = None
     thread_id: str | None = None
     window: int | None = None
     last_usage: TokenUsage | None = None
@@ -87,8 +84,7 @@ class RolloutFileState(BaseModel):
     """Of the last usage record read: an exact repeat changes nothing."""
     compaction_echo: str | None = None
     """The kind of notice (`record` or `event`) that would announce the compaction last counted a second time."""
-    cwd: str | None = None
-    tool_names: dict[str, str] = {}
+    tool_names: dict[str, str] = Field(default_factory=dict)
     last_surface: str | None = None
     """What the last surface record added: `message` or `tool_result` (where an automatic compaction fired)."""
 
@@ -126,7 +122,7 @@ def _cwd(state: RolloutFileState, kind: str, payload: dict[str, Any]) -> dict[st
 
 
 def _updated(state: RolloutFileState, update: dict[str, Any]) -> RolloutFileState:
-    return state.model_copy(update=update) if update else state
+    return replaced(state, update) if update else state
 
 
 def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, skipped: SkipLog) -> LineResult:
@@ -144,7 +140,7 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
         if kind == "session_meta":
             update: dict[str, Any] = {"thread_id": str(payload["id"])}
             return JsonlLineResult(
-                state.model_copy(update=update | _stated_window(state, kind, payload) | _cwd(state, kind, payload))
+                replaced(state, update | _stated_window(state, kind, payload) | _cwd(state, kind, payload))
             )
         if (model := model_of(kind, payload)) is not None:
             update = ({"model": model} if model != state.model else {}) | _cwd(state, kind, payload)
@@ -206,7 +202,7 @@ def _usage(
     if last.total_tokens > limit:
         # Around a compaction Codex reports the compaction request's usage, larger than the window.
         skipped.note("usage_above_window")
-        return JsonlLineResult(state.model_copy(update=window | {"last_usage_digest": digest}))
+        return JsonlLineResult(replaced(state, window | {"last_usage_digest": digest}))
     update = window | {"last_usage": last, "last_usage_digest": digest, "usage_stale": False}
     state, reading = _with_reading(state, update, end_offset, at)
     if state.thread_id is None:
@@ -230,7 +226,7 @@ def _compaction(
 ) -> LineResult:
     window_number = payload.get("window_number")  # newer versions number the context windows: a repeat says so
     if state.compaction_echo == announced or (type(window_number) is int and window_number <= state.compaction_count):
-        return JsonlLineResult(state.model_copy(update={"compaction_echo": None}))  # the same compaction's other notice
+        return JsonlLineResult(replaced(state, {"compaction_echo": None}))  # the same compaction's other notice
     mode = trigger_of(None, state.last_surface)  # rollouts do not say what started it
     before = state.last_usage.total_tokens if state.last_usage and not state.usage_stale else None
     update = {
@@ -254,7 +250,7 @@ def _compaction(
 def _with_reading(
     state: RolloutFileState, update: dict[str, Any], end_offset: int, at: datetime
 ) -> tuple[RolloutFileState, Reading | None]:
-    state = state.model_copy(update=update | {"last_position": end_offset, "last_observed_at": at})
+    state = replaced(state, update | {"last_position": end_offset, "last_observed_at": at})
     return state, state.reading()
 
 

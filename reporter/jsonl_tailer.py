@@ -23,33 +23,33 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
+from pydantic import BaseModel, ConfigDict
 
 from reporter.file_watch import InotifyWatch
 from reporter.git_facts import WorkFactTracker
 from reporter.readings import Reading, SkipLog
+from schemas.copies import replaced
 from schemas.session_events import SessionEvent
 
 log = logging.getLogger(__name__)
 
 
-class FileState(Protocol):
-    @property
-    def offset(self) -> int: ...
+class FileState(BaseModel):
+    """What every tailed file's state has beside its tool's facts: where reading goes on in which file, and the
+    thread's working directory (its git work tree)."""
 
-    @property
-    def inode(self) -> int | None: ...
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @property
-    def cwd(self) -> str | None: ...
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+    offset: int = 0
+    inode: int | None = None
+    cwd: str | None = None
 
 
 S = TypeVar("S", bound=FileState)
@@ -242,7 +242,7 @@ class JsonlTailer(Generic[S]):
                 self._track(result)
         finally:
             os.close(fd)
-        self._files[key] = state.model_copy(update={"offset": offset}) if offset != state.offset else state
+        self._files[key] = replaced(state, {"offset": offset}) if offset != state.offset else state
         self._unsaved = True
         return readings
 

@@ -38,6 +38,7 @@ from reporter.readings import Identity, Reading, SkipLog, compaction_events, rea
 from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
 from schemas.codec import Codec, DecodeError
+from schemas.copies import replaced
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ async def _send_each(delivery: Delivery, events: list[SessionEvent]) -> int | No
 def _stamped(event: SessionEvent, identity: Identity) -> SessionEvent:
     known = {"project_id": identity.project_id, "node_id": identity.node_id, "worker_id": identity.worker_id}
     missing = {name: value for name, value in known.items() if getattr(event, name) is None}
-    return event.model_copy(update=missing) if missing else event
+    return replaced(event, missing) if missing else event
 
 
 async def run_events(delivery: Delivery, lines: AsyncIterator[str]) -> SkipLog:
