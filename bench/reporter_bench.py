@@ -2,7 +2,7 @@
 transcripts and half Codex rollouts, against a local receiver that answers like the API; printed against the targets
 (under 2% of a core, under 100 MB RSS, a line's report at the API within 1 s) and baselines of the same run.
 
-    .venv/bin/python -m bench.reporter_bench [--threads 200] [--baseline-threads 20] [--rate 0.5] [--seconds 40]
+    .venv/bin/python -m bench.reporter_bench [--threads 200] [--baseline-threads 20] [--rate 0.5] [--seconds 60]
         [--checkout DIR]
 
 Phases, each a fresh reporter on fresh files: (1) the N files present and idle (the polling floor), (2) the baseline
@@ -294,7 +294,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--baseline-threads", type=int, default=20)
     parser.add_argument("--rate", type=float, default=0.5, help="lines/s appended to each active file")
-    parser.add_argument("--seconds", type=float, default=40.0)
+    # long enough for both tools' files to report: the Codex template's first usage is its 17th line (34 s at 0.5/s)
+    parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--poll", type=float, default=0.5, help="the reporter's --poll-seconds")
     parser.add_argument("--repos", type=int, default=20)
     parser.add_argument("--checkout", type=Path, default=Path(__file__).parents[1], help="the reporter's code")
