@@ -72,14 +72,21 @@ async def test_bad_records_are_dead_lettered_and_the_stream_goes_on(settings: Se
             assert got == sorted((settings.topic(t), data, reason) for t, _, data, reason in bad)
             assert all(d["detail"] for d in letters)
             assert set(outputs.latest_states()) == {"thread-ok"}  # nothing bad reached a thread's state
-            # The worker's metrics count the same dead letters by reason, and the records it applied.
-            metrics = await asyncio.to_thread(_scrape, f"{worker.web}/metrics")
+            # The worker's metrics count the same dead letters by reason, and the records it applied. A batch is
+            # counted once its outputs are published, so the counts may trail the outputs seen above for a moment.
             by_reason = Counter(reason for *_, reason in bad)
+            consumed = 'ctxbudget_records_consumed_total{agent="thread_engine"'
+
+            def counted() -> bool:
+                metrics = _scrape(f"{worker.web}/metrics")
+                engine = [value for name, value in metrics.items() if name.startswith(consumed)]
+                letters = {r: metrics.get(f'ctxbudget_dead_letters_total{{reason="{r}"}}', 0) for r in by_reason}
+                return sum(engine) >= len(records) - len(bad) and all(letters[r] >= n for r, n in by_reason.items())
+
+            await _until(counted, within=30, what="the metrics to count the batches")
+            metrics = await asyncio.to_thread(_scrape, f"{worker.web}/metrics")
             for reason, count in by_reason.items():
                 assert metrics[f'ctxbudget_dead_letters_total{{reason="{reason}"}}'] == count, reason
-            consumed = 'ctxbudget_records_consumed_total{agent="thread_engine"'
-            engine = [value for name, value in metrics.items() if name.startswith(consumed)]
-            assert sum(engine) >= len(records) - len(bad)
             # Everything consumed: the sampled lag of every input partition returns to zero; the worker is ready.
             await _until(lambda: _lags(_scrape(f"{worker.web}/metrics")) == {0.0}, within=30, what="lag back to zero")
             readiness = await asyncio.to_thread(get_json, f"{worker.web}/readyz")
