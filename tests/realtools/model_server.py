@@ -119,6 +119,9 @@ class Exchange:
     instruction: str | None = None
     """The instructed command this answer obeys (OBEY only)."""
     model: str | None = None
+    session: str | None = None
+    """The tool's session (Claude Code's `x-claude-code-session-id`, Codex's `thread-id` header): one server can
+    serve many sessions."""
     at: float = field(default_factory=time.time)
 
     @property
@@ -436,8 +439,13 @@ class ModelServer:
         """A Codex provider's base_url (Codex appends /responses)."""
         return f"{self.url}/v1"
 
-    def of(self, api: Api, kind: Kind | None = None) -> list[Exchange]:
-        return [e for e in self.exchanges if e.api is api and (kind is None or e.kind is kind)]
+    def of(self, api: Api, kind: Kind | None = None, session: str | None = None) -> list[Exchange]:
+        """The exchanges of one API, of one kind and one session when given."""
+        return [
+            e
+            for e in self.exchanges
+            if e.api is api and (kind is None or e.kind is kind) and (session is None or e.session == session)
+        ]
 
     def app(self) -> Starlette:
         return Starlette(
@@ -523,6 +531,7 @@ class ModelServer:
             command,
             instructed,
             model,
+            request.headers.get("x-claude-code-session-id"),
         )
         self.exchanges.append(exchange)
         events = list(anthropic_events(model, blocks, stop_reason, context, script.output_tokens))
@@ -571,6 +580,7 @@ class ModelServer:
             command,
             instructed,
             model,
+            request.headers.get("thread-id"),
         )
         self.exchanges.append(exchange)
         return StreamingResponse(

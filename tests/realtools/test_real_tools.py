@@ -110,6 +110,7 @@ def test_claude_transcript_readings_are_the_usage_the_model_reported(
     reported = [e.context_tokens for e in server.of(Api.ANTHROPIC) if e.kind in CONVERSATION]
     assert [r.last_usage.total_tokens for r in readings] == reported
     assert [r.thread_id for r in readings] == [session.session_id] * len(readings)
+    assert {e.session for e in server.exchanges} == {session.session_id}
     assert readings[-1].compaction_count == 1
     assert tailer.state_of(session.transcript).compaction_count == 2
 
@@ -124,6 +125,7 @@ def test_codex_rollout_readings_are_the_usage_the_model_reported(codex_auto: Pla
     reported = [e.total_tokens for e in server.of(Api.OPENAI) if e.kind in CONVERSATION]
     assert [r.last_usage.total_tokens for r in readings if r not in estimates] == reported
     assert {r.thread_id for r in readings} == {session.thread_id}
+    assert {e.session for e in server.exchanges} == {session.thread_id}
     assert readings[-1].compaction_count == 1
 
 
