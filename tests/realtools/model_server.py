@@ -504,10 +504,11 @@ class ModelServer:
         conversation = anthropic_conversation(body)
         model = body.get("model", "claude")
         tools = {tool.get("name") for tool in body.get("tools") or []}
-        if "Bash" not in tools and not _anthropic_is_compaction(body):
+        compaction = _anthropic_is_compaction(body)
+        if "Bash" not in tools and not compaction:
             kind, command, instructed = Kind.SIDE, None, None
         else:
-            kind, command, instructed = next_move(conversation, script, _anthropic_is_compaction(body))
+            kind, command, instructed = next_move(conversation, script, compaction)
         if kind in (Kind.STEP, Kind.OBEY):
             call = {
                 "type": "tool_use",
