@@ -1,7 +1,8 @@
 # The two commands of the README. Each sets up what it needs on first use: the venv and packages (again whenever
 # pyproject.toml changes) and, for the broker, the Kafka jars from Maven Central (cached in ~/.cache/ctxbudget).
+# `make test` also installs the pinned Claude Code and Codex CLI from npm into that cache (tests/realtools/tools.py).
 # `make test` also installs the system packages the tests need where missing (deploy/local/setup.sh: JVM, Maven,
-# Chromium and a CJK font for the browser tests).
+# Chromium and a CJK font for the browser tests, Node.js and npm for the agent tools).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,6 +23,7 @@ run: $(BIN)/.installed
 ## test: lint, then every test against the real local Apache Kafka and embedded ClickHouse
 test: system $(BIN)/.installed
 	$(BIN)/ctxbudget kafka fetch
+	$(BIN)/python -m tests.realtools.tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest

@@ -5,6 +5,7 @@
 #   - Debian's Chromium: the browser tests (tests/browser) drive it through Playwright, whose own browser download does
 #     not work here; they look for it at $CTXBUDGET_CHROMIUM (default /usr/bin/chromium);
 #   - a CJK font, so the page's Chinese titles show in the browser tests' screenshots;
+#   - Node.js and npm: `make test` installs the pinned Claude Code and Codex CLI with npm (tests/realtools/tools.py);
 #   - make, for the README's commands, and Python's venv module (Debian ships it apart), for the project's venv.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 [ -x "${CTXBUDGET_CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
 dpkg-query -W -f='${Status}' fonts-wqy-zenhei 2>/dev/null | grep -q 'install ok installed' || missing+=(fonts-wqy-zenhei)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 command -v make >/dev/null 2>&1 || missing+=(make)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 [ ${#missing[@]} -eq 0 ] && exit 0
