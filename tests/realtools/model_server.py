@@ -54,6 +54,9 @@ OBEYED_MARK = "[ctxbudget handoff already written]"
 # The tool calls of the turn so far, written into a summary: a compaction mid-turn drops them, and the turn must still
 # end after `steps_per_turn` calls instead of starting over (and compacting again) forever.
 TURN_STEPS = re.compile(r"\[steps of this turn: (\d+)\]")
+# reporter/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself (turn/steer
+# into the running turn, or turn/start) for its part of the handoff, answered as one JSON object.
+ASK = re.compile(r"ctxbudget: the context budget asks for `")
 
 DEFAULT_COMMANDS = (
     "echo step-{step} >> notes.txt",
@@ -77,6 +80,8 @@ class Kind(StrEnum):
     """The text that ends a turn."""
     COMPACTION = "compaction"
     """The summary answering the tool's compaction prompt."""
+    ANSWER = "answer"
+    """The handoff JSON answering the reporter's question (ASK), then the next step of the turn if it has one."""
     SIDE = "side"
     """A request outside the conversation (a title, a quota check): a short text."""
 
@@ -98,6 +103,10 @@ class Script:
             "decision_links": [],
         }
     )
+
+    step_seconds: float = 0.0
+    """How long the model thinks before each answer of the conversation: a real agent's steps take seconds, and the
+    pipeline's reaction is measured against that pace."""
 
     def usage_tokens(self, assistant_turns: int) -> int:
         return self.base_tokens + self.tokens_per_step * assistant_turns
@@ -153,6 +162,18 @@ def pending_instruction(conversation: Conversation) -> str | None:
     return pending
 
 
+def pending_ask(conversation: Conversation, handoff: dict[str, Any]) -> bool:
+    """The reporter asked for the handoff (ASK) and no answer of it followed."""
+    answer = json.dumps(handoff)
+    pending = False
+    for kind, text in conversation.events:
+        if kind == "text" and ASK.search(text):
+            pending = True
+        elif kind == "text" and answer in text:
+            pending = False
+    return pending
+
+
 def obey_command(instructed: str, handoff: dict[str, Any]) -> str:
     """The instructed command with the handoff JSON on stdin (a quoted heredoc: no expansion of the JSON)."""
     return f"{instructed} <<'CTXBUDGET_HANDOFF'\n{json.dumps(handoff)}\nCTXBUDGET_HANDOFF"
@@ -165,11 +186,19 @@ def next_move(conversation: Conversation, script: Script, compaction: bool) -> t
     instructed = pending_instruction(conversation)
     if instructed is not None:
         return Kind.OBEY, obey_command(instructed, script.handoff), instructed
+    if pending_ask(conversation, script.handoff):
+        return Kind.ANSWER, _step_command(conversation, script), None
     if conversation.calls_since_user_text >= script.steps_per_turn:
         return Kind.END_TURN, None, None
+    return Kind.STEP, _step_command(conversation, script), None
+
+
+def _step_command(conversation: Conversation, script: Script) -> str | None:
+    """The script's next command; None when the turn has had its steps."""
+    if conversation.calls_since_user_text >= script.steps_per_turn:
+        return None
     step = conversation.assistant_turns + 1
-    command = script.commands[conversation.assistant_turns % len(script.commands)].format(step=step)
-    return Kind.STEP, command, None
+    return script.commands[conversation.assistant_turns % len(script.commands)].format(step=step)
 
 
 def summary_text(conversation: Conversation) -> str:
@@ -509,18 +538,16 @@ class ModelServer:
             kind, command, instructed = Kind.SIDE, None, None
         else:
             kind, command, instructed = next_move(conversation, script, compaction)
-        if kind in (Kind.STEP, Kind.OBEY):
+        blocks = [{"type": "text", "text": text} for text in _texts(kind, conversation, script)]
+        if command is not None:
             call = {
                 "type": "tool_use",
                 "id": f"toolu_{uuid.uuid4().hex[:24]}",
                 "name": "Bash",
                 "input": {"command": command, "description": f"scripted {kind}"},
             }
-            blocks, stop_reason = [call], "tool_use"
-        elif kind is Kind.COMPACTION:
-            blocks, stop_reason = [{"type": "text", "text": summary_text(conversation)}], "end_turn"
-        else:
-            blocks, stop_reason = [{"type": "text", "text": "Done."}], "end_turn"
+            blocks.append(call)
+        stop_reason = "end_turn" if command is None else "tool_use"
         context = script.usage_tokens(conversation.assistant_turns) if kind is not Kind.SIDE else 100
         exchange = Exchange(
             Api.ANTHROPIC,
@@ -535,6 +562,8 @@ class ModelServer:
             request.headers.get("x-claude-code-session-id"),
         )
         self.exchanges.append(exchange)
+        if kind is not Kind.SIDE:
+            await asyncio.sleep(script.step_seconds)
         events = list(anthropic_events(model, blocks, stop_reason, context, script.output_tokens))
         if not body.get("stream"):
             return JSONResponse(_anthropic_message(model, blocks, stop_reason, context, script.output_tokens))
@@ -546,10 +575,20 @@ class ModelServer:
         conversation = openai_conversation(body)
         model = body.get("model", "gpt")
         kind, command, instructed = next_move(conversation, script, _openai_is_compaction(body))
-        if kind in (Kind.STEP, Kind.OBEY):
+        items = [
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex[:24]}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+            for text in _texts(kind, conversation, script)
+        ]
+        if command is not None:
             name, style = shell_tool(body.get("tools") or [])
             call_id = f"call_{uuid.uuid4().hex[:24]}"
-            items = [
+            items.append(
                 {
                     "type": "function_call",
                     "id": f"fc_{call_id}",
@@ -558,18 +597,7 @@ class ModelServer:
                     "arguments": openai_call_arguments(style, command),
                     "status": "completed",
                 }
-            ]
-        else:
-            text = summary_text(conversation) if kind is Kind.COMPACTION else "Done."
-            items = [
-                {
-                    "type": "message",
-                    "id": f"msg_{uuid.uuid4().hex[:24]}",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            ]
+            )
         context = script.usage_tokens(conversation.assistant_turns)
         exchange = Exchange(
             Api.OPENAI,
@@ -584,9 +612,19 @@ class ModelServer:
             request.headers.get("thread-id"),
         )
         self.exchanges.append(exchange)
+        await asyncio.sleep(script.step_seconds)
         return StreamingResponse(
             _stream(list(openai_events(model, items, context, script.output_tokens))), media_type="text/event-stream"
         )
+
+
+def _texts(kind: Kind, conversation: Conversation, script: Script) -> list[str]:
+    """The text blocks of an answer: a summary, the handoff JSON, the turn's closing words, or none (a tool call)."""
+    if kind is Kind.COMPACTION:
+        return [summary_text(conversation)]
+    if kind is Kind.ANSWER:
+        return [json.dumps(script.handoff)]
+    return ["Done."] if kind in (Kind.END_TURN, Kind.SIDE) else []
 
 
 def _anthropic_message(
