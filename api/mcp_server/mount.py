@@ -57,6 +57,7 @@ def mount_mcp(app: FastAPI) -> Callable[[], AbstractAsyncContextManager[None]]:
             server = build_server(RestApi(http, request_token))
             transport = server.streamable_http_app(
                 streamable_http_path=MCP_PATH,
+                session_idle_timeout=app.state.context.api.mcp_session_idle_seconds,
                 transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             )
             async with server.session_manager.run():

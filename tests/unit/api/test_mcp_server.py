@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import httpx2
@@ -17,6 +18,7 @@ from api.mcp_server.mount import request_token
 from api.mcp_server.rest import RestApi
 from api.mcp_server.tools import build_server
 from api.mcp_server.updates import resource_path, resource_uris, shows
+from api.settings import ApiSettings
 from api.tokens import Role
 from tests.unit.api.fakes import EmptyDatabase, RecordingPublisher, bearer, make_app
 
@@ -128,15 +130,18 @@ def test_a_notice_waits_for_a_thread_read_stamped_at_or_after_its_event_and_else
     assert shows(project, "2026-03-25T08:00:05Z", {"threads": 2}, {"threads": 1})
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
 def test_an_mcp_session_answers_only_the_principal_that_opened_it(tmp_path: Path) -> None:
     app = make_app(tmp_path, RecordingPublisher(), clickhouse=EmptyDatabase())
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
+    initialize, accept = INITIALIZE, ACCEPT
     owner, same_user_new_token = bearer(Role.USER, "kris", "proj-001"), bearer(Role.USER, "kris", "proj-001")
     others = [bearer(Role.USER, "mallory", "proj-001"), bearer(Role.USER, "kris", "proj-002")]
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
@@ -147,6 +152,20 @@ def test_an_mcp_session_answers_only_the_principal_that_opened_it(tmp_path: Path
         for other in others:  # another user, or the same one with other projects: as if the session did not exist
             assert client.post("/mcp", json=ping, headers=accept | other | session).status_code == 404
         assert client.post("/mcp", json=ping, headers=accept | same_user_new_token | session).status_code == 200
+
+
+def test_an_idle_mcp_session_is_closed(tmp_path: Path) -> None:
+    app = make_app(
+        tmp_path, RecordingPublisher(), clickhouse=EmptyDatabase(), api=ApiSettings(mcp_session_idle_seconds=0.3)
+    )
+    owner = bearer(Role.USER, "kris", "proj-001")
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    with TestClient(app) as client:
+        opened = client.post("/mcp", json=INITIALIZE, headers=ACCEPT | owner)
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        assert client.post("/mcp", json=ping, headers=ACCEPT | owner | session).status_code == 200
+        time.sleep(1.0)
+        assert client.post("/mcp", json=ping, headers=ACCEPT | owner | session).status_code == 404
 
 
 async def test_an_aborted_mcp_body_is_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
