@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -110,6 +111,11 @@ class _Follower:
     waiting: dict[str, str | None] = field(default_factory=dict)
     """By URI with a notice waiting for a read to show its change: the latest `occurred_at` it waits for."""
     settling: set[asyncio.Task[None]] = field(default_factory=set)
+    listened: Counter[str] = field(default_factory=Counter)
+    """The URIs its open listen streams name (a notice is prepared only for a URI someone watches)."""
+
+    def watches(self, uri: str) -> bool:
+        return uri in self.listened or any(uri in watched for _, watched in self.sessions.values())
 
 
 @dataclass
@@ -132,9 +138,13 @@ class ResourceUpdates:
         if not uris:
             return await call_next(context)
         key = self._acquire(self.rest.headers(request_headers), reads)
+        listened = self._followers[key].listened
+        listened.update(uris)
         try:
             return await call_next(context)
         finally:
+            listened.subtract(uris)
+            listened += Counter()  # drops the URIs no stream names any more
             self._release(key)
 
     def serve_legacy_subscriptions(self, server: MCPServer) -> None:
@@ -241,7 +251,7 @@ class ResourceUpdates:
         if not isinstance(event, dict):
             return
         occurred_at = event.get("occurred_at") if isinstance(event.get("occurred_at"), str) else None
-        for uri in resource_uris(event):
+        for uri in filter(follower.watches, resource_uris(event)):
             if uri in follower.waiting:  # a notice already waits for this resource: it waits for this change too
                 previous = follower.waiting[uri]
                 follower.waiting[uri] = max(previous, occurred_at) if previous and occurred_at else occurred_at
