@@ -37,6 +37,18 @@ class ApiSettings(BaseSettings):
     kafka_timeout_seconds: float = Field(
         default=10.0, gt=0, description="How long a write waits for Kafka's acknowledgement before answering 503."
     )
+    consume_verdict_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long a consume waits for the engine to apply it before answering with the version published "
+        "(a worker's hook waits for the answer, so well under its 3 s).",
+    )
+    mcp_session_idle_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="An MCP session with no request in flight and no open stream this long is closed, and its "
+        "subscriptions end with it.",
+    )
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0, description="Idle time before an SSE heartbeat.")
     sse_queue_size: int = Field(
         default=1_000, gt=0, description="Events buffered per SSE client; a client this far behind is dropped."

@@ -46,8 +46,8 @@ def assess(incoming: HandoffPackage, current: HandoffPackage | None = None) -> A
     """The verdict on `incoming` when the thread's current package is `current` (None: the thread has none yet).
 
     A package that claims ready without its summary is kept as a draft (demoted). A new package replaces a finished
-    one (consumed/expired) or an older one; a version of the same package only moves its lifecycle forward: anything
-    else is rejected and the current package stays.
+    one (consumed/expired) or an older one; a version of the same package only moves its lifecycle forward, and a
+    finished package does not change any more: anything else is rejected and the current package stays.
     """
     status, notes = incoming.package_status, []
     if status is PackageStatus.READY and (missing := missing_for_ready(incoming)):
@@ -61,6 +61,11 @@ def assess(incoming: HandoffPackage, current: HandoffPackage | None = None) -> A
                 return Assessment(None, "; ".join(notes))
         elif _kept(incoming, status) == current:
             return Assessment(None)  # a repeat: nothing to do, nothing to say
+        elif STATUS_ORDER[current.package_status] == 2:
+            # The first consume (or the expiry) the engine applies is final: a later consume into another thread,
+            # or a repeat with another `consumed_at`, cannot take the package a second time.
+            notes.append(f"rejected: the package is already {_finished(current)}, it is final")
+            return Assessment(None, "; ".join(notes))
         elif STATUS_ORDER[status] < STATUS_ORDER[current.package_status]:
             notes.append(f"rejected: the package is already {current.package_status.value}, it cannot go back")
             return Assessment(None, "; ".join(notes))
@@ -105,6 +110,11 @@ def expire(package: HandoffPackage, now: datetime, ttl: timedelta) -> HandoffPac
     if STATUS_ORDER[package.package_status] == 2 or now < package.created_at + ttl:
         return None
     return package.model_copy(update={"package_status": PackageStatus.EXPIRED})
+
+
+def _finished(package: HandoffPackage) -> str:
+    into = f" into {package.to_thread_id}" if package.package_status is PackageStatus.CONSUMED else ""
+    return f"{package.package_status.value}{into}"
 
 
 def _kept(incoming: HandoffPackage, status: PackageStatus) -> HandoffPackage:

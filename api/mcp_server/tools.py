@@ -175,8 +175,10 @@ def build_server(rest: RestApi) -> MCPServer:
         to_thread_id: Annotated[Id, Field(description="The relay thread that continues the work.")],
         context: Context,
     ) -> CallToolResult:
-        """Hand a ready package to the relay thread that continues the work; the package becomes consumed. Only a
-        ready package can be consumed (else 409); consuming it again into the same thread repeats the answer."""
+        """Hand a ready package to the relay thread that continues the work; the package becomes consumed, once:
+        only a ready package can be consumed, and once one thread took it another is refused (409 naming it);
+        consuming it again into the same thread repeats the answer (the same consumed_at). Roles: user, operator
+        (within their projects), or the worker reporting the package's thread."""
         path = f"/api/v1/handoff-packages/{segment(package_id)}/consume"
         return await answer(context, "POST", path, body={"to_thread_id": to_thread_id})
 

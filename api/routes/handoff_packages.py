@@ -5,7 +5,8 @@ worker may read one package and consume it when it reports the thread the packag
 and `ctxbudget handoff resume` start the next thread from it). A worker writes its packages through
 `POST /api/v1/threads/{thread_id}/handoff-packages`. Another project's package, or for a worker another worker's,
 answers 404, like an unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and
-`consumed_at`) on `handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward."""
+`consumed_at`) on `handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward and keeps the
+first consume (api.thread_book holds this API's consumes until the engine's state shows them, so the answer agrees)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import Field
 
-from api import relay_reads
+from api import packages, relay_reads
 from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reader, ThreadReader, not_found, path_id, reports_thread
 from api.responses import errors, record_response
 from api.tokens import Principal
 from api.views import ConsumeRequest
 from core.topics import HANDOFF_PACKAGES
-from schemas import HandoffPackage, PackageStatus
+from schemas import HandoffPackage
 from schemas.base import Record
 
 router = APIRouter(tags=["handoff-packages"])
@@ -70,15 +71,13 @@ async def consume_handoff_package(
     package_id: PackageId, request: Request, context: Context, caller: ThreadReader
 ) -> Response:
     """Roles: user, operator (within the token's projects); worker for the threads it reports. A ready package
-    becomes consumed by the named relay thread; the answer is the version published. Consuming it again into the
-    same thread repeats that answer."""
+    becomes consumed by the named relay thread, once: the first consume wins, a later one into another thread is
+    409 with the thread that took it. The answer is the consumed version the engine applied (or, when it has not
+    within `consume_verdict_seconds`, the one published); consuming it again into the same thread repeats it, the
+    same `consumed_at`."""
     body = decode_body(ConsumeRequest, await read_body(request, MAX_CONSUME_BYTES, context.api.body_timeout_seconds))
-    package = await run_in_threadpool(_visible, context, caller, package_id)
-    if package.package_status is PackageStatus.CONSUMED and package.to_thread_id == body.to_thread_id:
-        return record_response(package, 202)
-    if package.package_status is not PackageStatus.READY:
-        raise HTTPException(409, f"the package is {package.package_status.value}, only a ready one can be consumed")
-    if body.to_thread_id == package.from_thread_id:
+    stored = await run_in_threadpool(_visible, context, caller, package_id)
+    if body.to_thread_id == stored.from_thread_id:
         raise RequestValidationError(
             [
                 {
@@ -88,15 +87,25 @@ async def consume_handoff_package(
                 }
             ]
         )
-    consumed = package.model_copy(
-        update={
-            "package_status": PackageStatus.CONSUMED,
-            "to_thread_id": body.to_thread_id,
-            "consumed_at": max(datetime.now(UTC), package.created_at),
-        }
-    )
-    await context.publish(HANDOFF_PACKAGES, consumed.from_thread_id, consumed)
-    return record_response(consumed, 202)
+    book = context.kafka.threads
+    try:  # from the newest version to the reservation, no await: two consumes in this API cannot both pass
+        made = packages.consume(book.newest(stored), body.to_thread_id, datetime.now(UTC))
+    except packages.ConsumeRefused as refused:
+        raise HTTPException(409, str(refused)) from refused
+    if made.new:
+        book.reserve(made.package)
+        try:
+            await context.publish(HANDOFF_PACKAGES, made.package.from_thread_id, made.package)
+        except BaseException:
+            book.release(made.package)
+            raise
+    verdict = await book.finished(made.package, context.api.consume_verdict_seconds)
+    if verdict is None:  # the engine has not applied it yet: the version published, which it will take first
+        return record_response(made.package, 202)
+    try:  # the engine's own: the first consume it applied, the same `consumed_at` on every repeat
+        return record_response(packages.consume(verdict, body.to_thread_id, verdict.created_at).package, 202)
+    except packages.ConsumeRefused as refused:
+        raise HTTPException(409, str(refused)) from refused
 
 
 def _visible(context: Context, caller: Principal, package_id: str) -> HandoffPackage:

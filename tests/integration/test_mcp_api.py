@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
 from typing import Any
 
 import httpx2
+import orjson
 import pytest
 from fastapi import FastAPI
 from mcp import Client
@@ -24,13 +26,15 @@ from api.mcp_server.rest import RestApi
 from api.mcp_server.tools import build_server
 from api.thread_book import ThreadBook
 from api.tokens import Role
-from schemas import MasterActionCommand
+from schemas import MasterActionCommand, ThreadHandoffRequired
 from schemas.codec import encode_record
+from schemas.copies import replaced
 from tests.integration.test_api import World, publisher, store, user_of, world  # noqa: F401  (fixtures)
 from tests.integration.test_master_actions_api import latest_states
 from tests.integration.test_relay_api import packages  # noqa: F401  (fixture)
-from tests.unit.api.events_builders import client_event
+from tests.unit.api.events_builders import client_event, raw_record
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
+from tests.unit.sinks.records import project_detail
 
 pytestmark = pytest.mark.clickhouse
 
@@ -238,7 +242,11 @@ async def test_a_subscribed_master_hears_its_thread_change_and_may_not_watch_ano
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the era under test
-async def test_a_handshake_era_client_subscribes_per_uri_and_hears_the_update_on_its_session(served, world) -> None:  # noqa: F811
+async def test_a_handshake_era_client_subscribes_per_uri_and_hears_the_update_on_its_session(
+    served,
+    world,  # noqa: F811
+    clickhouse,
+) -> None:
     """Clients up to MCP 2025-11-25 (`resources/subscribe`): the same gate, the update on their session."""
     mine = f"ctxbudget://projects/{world.project_a}"
     heard: list[str] = []
@@ -259,6 +267,51 @@ async def test_a_handshake_era_client_subscribes_per_uri_and_hears_the_update_on
             broadcaster = app.state.context.kafka.broadcaster
             await until(lambda: broadcaster.subscriber_count == 1)
             broadcaster.fan_out([client_event(world.project_a, 0, 0, thread_id=world.thread_a)])
+            changed = replaced(project_detail(world.project_a, world.thread_a), {"threads_requiring_handoff": []})
+            store(clickhouse, world.tag, "project-risk", [changed])  # the notice waits for a read that shows it
             await until(lambda: heard == [mine])
             await client.unsubscribe_resource(mine)
             await until(lambda: broadcaster.subscriber_count == 0)  # nobody watches: the stream is let go
+
+
+async def test_a_level_change_is_notified_once_a_read_of_the_thread_shows_it(served, world, clickhouse) -> None:  # noqa: F811
+    """Issue 35 item 7: the event reaches the API before the sinks write its change; the notice waits for the read."""
+    mine = f"ctxbudget://threads/{world.thread_a}"
+    state = world.outputs_a["thread-state"][-1]
+    later = state.updated_at + timedelta(minutes=5)
+    level = "watch" if state.context_budget_level.value != "watch" else "urgent"
+    event = ThreadHandoffRequired(
+        event_id=f"ev-level-{world.tag}",
+        occurred_at=later,
+        project_id=world.project_a,
+        thread_id=world.thread_a,
+        context_budget_level=level,
+    )
+    async with served() as (app, http), connect(http, user_of(world.project_a)) as client:
+        broadcaster = app.state.context.kafka.broadcaster
+        async with client.listen(resource_subscriptions=[mine]) as updates:
+            await until(lambda: broadcaster.subscriber_count == 1)
+            pending = asyncio.ensure_future(anext(aiter(updates)))
+            broadcaster.fan_out([raw_record(0, 0, encode_record(event), world.project_a.encode())])
+            done, _ = await asyncio.wait({pending}, timeout=1.0)
+            assert not done  # ClickHouse still holds the old state: a notice now would show nothing new
+            changed = replaced(state, {"updated_at": later, "context_budget_level": level})
+            store(clickhouse, world.tag, "thread-state", [changed])
+            async with asyncio.timeout(5):
+                assert await pending == ResourceUpdated(uri=mine)
+            read = await client.read_resource(mine)
+    assert orjson.loads(read.contents[0].text)["context_budget_level"] == level
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the era under test
+async def test_the_subscriptions_of_a_connection_end_with_it(served, world) -> None:  # noqa: F811
+    """Issue 38 item 9: a client gone without unsubscribing (a DELETE, the idle timeout, a crash) leaves nothing
+    followed."""
+    async with served() as (app, http):
+        token = token_in(user_of(world.project_a))
+        broadcaster = app.state.context.kafka.broadcaster
+        async with Client(build_server(RestApi(http, lambda _: token)), mode="legacy") as client:
+            await client.subscribe_resource(f"ctxbudget://threads/{world.thread_a}")
+            await client.subscribe_resource(f"ctxbudget://projects/{world.project_a}")
+            await until(lambda: broadcaster.subscriber_count == 1)
+        await until(lambda: broadcaster.subscriber_count == 0)
