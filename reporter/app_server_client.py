@@ -70,6 +70,7 @@ class AppServerClient:
         self.command = list(command)
         self.on_line = on_line
         self.sandbox = sandbox
+        self.on_compact: Callable[[str], None] | None = None
         self.active_turns: dict[str, str] = {}
         """Per thread, the turn that is running."""
         self._messages: dict[str, deque[str]] = {}
@@ -149,6 +150,13 @@ class AppServerClient:
         params = {"threadId": thread_id, "input": text_input(text), "expectedTurnId": expected_turn_id}
         result = await self.request("turn/steer", params)
         return self._track(thread_id, str(result["turnId"]))
+
+    async def compact(self, thread_id: str) -> None:
+        """Compact the thread now (`thread/compact/start`); `on_compact` hears of it first, so the compaction that
+        follows is known as the reporter's (manual), not Codex's own."""
+        if self.on_compact is not None:
+            self.on_compact(thread_id)
+        await self.request("thread/compact/start", {"threadId": thread_id})
 
     def latest_messages(self, thread_id: str) -> tuple[str, ...]:
         return tuple(self._messages.get(thread_id, ()))

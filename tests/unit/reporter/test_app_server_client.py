@@ -168,3 +168,25 @@ async def test_threads_are_started_in_the_chosen_sandbox_workspace_write_by_defa
         {"cwd": str(tmp_path), "sandbox": "workspace-write"},
         {"cwd": str(tmp_path), "sandbox": "danger-full-access"},
     ]
+
+
+async def test_a_compaction_the_reporter_asks_for_is_reported_as_manual(tmp_path) -> None:
+    log = tmp_path / "standin.jsonl"
+    lines: list[str] = []
+    parser = CodexAppServerParser()
+    command = standin(log, "--turns", "3", "--turn-seconds", "0.05", "--gap-seconds", "30", "--after", "20000")
+    client = AppServerClient(command, lines.append)
+    client.on_compact = parser.expect_manual
+    try:
+        await client.start()
+        thread = await client.thread_start(first_input="Work on the parser.")
+        await until(lambda: thread not in client.active_turns)
+        await client.compact(thread)
+        await until(lambda: any('"contextCompaction"' in line and "item/completed" in line for line in lines))
+    finally:
+        await client.close()
+    for line in lines:
+        parser.feed(line, datetime.now(UTC))
+    started, completed = parser.take_events()
+    assert (started.trigger_mode, completed.trigger_mode) == ("manual", "manual")
+    assert completed.tokens_after == 20_000
