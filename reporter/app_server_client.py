@@ -1,14 +1,17 @@
 """The reporter as a Codex app-server client (JSON-RPC 2.0 over stdio, one JSON object a line, no `jsonrpc` field).
 
-Shapes from openai/codex `codex-rs/app-server-protocol` (v2): `initialize {clientInfo}` then the `initialized`
-notification; `thread/start {cwd?}` -> `{thread: {id}}`; `turn/start {threadId, input: [UserInput], outputSchema?}`
--> `{turn: {id}}`; `turn/steer {threadId, input, expectedTurnId}` -> `{turnId}` (no output schema: the shape is asked
-for in the text). Notifications `turn/started` / `turn/completed {threadId, turn: {id, status}}` tell which turn is
-running, `item/completed` with an `agentMessage` item carries the agent's text. Every notification line is also
-handed to `on_line`, which the reporter feeds to `CodexAppServerParser` for the budget.
+Shapes from openai/codex `codex-rs/app-server-protocol` (v2), checked against Codex 0.169.0's own answers:
+`initialize {clientInfo}` then the `initialized` notification; `thread/start {cwd?, sandbox}` -> `{thread: {id}}`;
+`turn/start {threadId, input: [UserInput], outputSchema?}` -> `{turn: {id}}`; `turn/steer {threadId, input,
+expectedTurnId}` -> `{turnId}` (no output schema: the shape is asked for in the text). Notifications `turn/started` /
+`turn/completed {threadId, turn: {id, status}}` tell which turn is running, `item/completed` with an `agentMessage`
+item carries the agent's text. Every notification line is also handed to `on_line`, which the reporter feeds to
+`CodexAppServerParser` for the budget.
 
 `ask` implements the relay's `AgentAsker`: `turn/steer` on a running turn (the agent answers within it), else
-`turn/start` with the handoff's output schema; the answer is the turn's last agent message, parsed as the handoff.
+`turn/start` with the handoff's output schema. The answer is the first agent message of that turn, completed after the
+question, that parses as the handoff: taken at its `item/completed`, not at the turn's end (a steered turn goes on
+working, and Codex may compact within it before it ends: the package has to be ready before that).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from typing import Any
 
 from reporter.agent_handoff import AgentHandoff, ask_text, output_schema, parse
@@ -28,10 +32,20 @@ log = logging.getLogger(__name__)
 
 CLIENT_INFO = {"name": "ctxbudget", "title": "ctxbudget reporter", "version": "1"}
 MESSAGES_KEPT = 3
+"""The latest agent messages of a thread, for a package from facts alone."""
 TURNS_KEPT = 32
 """Recent turns whose messages and completion are remembered: an answer may be read before its request returns."""
-"""The latest agent messages of a thread, for a package from facts alone."""
 REQUEST_SECONDS = 60.0
+
+
+class Sandbox(StrEnum):
+    """`thread/start`'s `sandbox` (the protocol's `SandboxMode`). Without one Codex runs the thread read-only, and every
+    write of the agent fails; `workspace-write` (the default here, Codex's own for work in a project) lets it edit its
+    working directory and nothing else, with no network; `danger-full-access` is the user's explicit choice."""
+
+    READ_ONLY = "read-only"
+    WORKSPACE_WRITE = "workspace-write"
+    DANGER_FULL_ACCESS = "danger-full-access"
 
 
 class AppServerError(RuntimeError):
@@ -47,15 +61,24 @@ def text_input(text: str) -> list[dict[str, Any]]:
 
 
 class AppServerClient:
-    def __init__(self, command: Sequence[str], on_line: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        on_line: Callable[[str], None] | None = None,
+        sandbox: Sandbox = Sandbox.WORKSPACE_WRITE,
+    ) -> None:
         self.command = list(command)
         self.on_line = on_line
+        self.sandbox = sandbox
+        self.on_compact: Callable[[str], None] | None = None
         self.active_turns: dict[str, str] = {}
         """Per thread, the turn that is running."""
         self._messages: dict[str, deque[str]] = {}
         self._turn_texts: OrderedDict[str, list[str]] = OrderedDict()
         self._completed: OrderedDict[str, None] = OrderedDict()
-        self._turn_done: dict[str, asyncio.Event] = {}
+        self._turn_news: dict[str, asyncio.Event] = {}
+        """Per turn asked in: set when an agent message of it completes, or it ends."""
+        self._gone = False
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._process: asyncio.subprocess.Process | None = None
@@ -109,7 +132,8 @@ class AppServerClient:
 
     async def thread_start(self, cwd: str | None = None, first_input: str | None = None) -> str:
         """A new thread; with `first_input` (e.g. a relay thread's resume prompt) its first turn starts with it."""
-        result = await self.request("thread/start", {"cwd": cwd} if cwd else {})
+        params = {"sandbox": self.sandbox.value} | ({"cwd": cwd} if cwd else {})
+        result = await self.request("thread/start", params)
         thread_id = str(result["thread"]["id"])
         if first_input:
             await self.turn_start(thread_id, first_input)
@@ -127,33 +151,53 @@ class AppServerClient:
         result = await self.request("turn/steer", params)
         return self._track(thread_id, str(result["turnId"]))
 
+    async def compact(self, thread_id: str) -> None:
+        """Compact the thread now (`thread/compact/start`); `on_compact` hears of it first, so the compaction that
+        follows is known as the reporter's (manual), not Codex's own."""
+        if self.on_compact is not None:
+            self.on_compact(thread_id)
+        await self.request("thread/compact/start", {"threadId": thread_id})
+
     def latest_messages(self, thread_id: str) -> tuple[str, ...]:
         return tuple(self._messages.get(thread_id, ()))
 
     async def ask(self, thread_id: str, action: MasterAction) -> AgentHandoff | None:
         """The agent's handoff: steered into the running turn, or a turn of its own with the output schema."""
         async with self._lock:  # one question at a time: two steers into one turn would share its answer
-            turn_id = None
+            turn_id, seen = None, 0
             if (running := self.active_turns.get(thread_id)) is not None:
+                seen = len(self._turn_texts.get(running, ()))  # the turn's messages before the question answer nothing
                 try:
                     turn_id = await self.turn_steer(thread_id, ask_text(action.value), running)
                 except AppServerError as error:  # the turn ended meanwhile: ask in a turn of its own
                     log.info("app-server: steering thread %r failed (%s); starting a turn", thread_id, error)
             if turn_id is None:
+                seen = 0
                 turn_id = await self.turn_start(thread_id, ask_text(action.value), output_schema())
-            await self._turn_done[turn_id].wait()
-            del self._turn_done[turn_id]
-            for text in reversed(self._turn_texts.pop(turn_id, [])):
+            try:
+                return await self._answer(turn_id, seen)
+            finally:
+                del self._turn_news[turn_id]
+
+    async def _answer(self, turn_id: str, seen: int) -> AgentHandoff | None:
+        """The first handoff among the turn's agent messages from index `seen` on, as soon as it completes; None once
+        the turn ended (or the server went away) without one."""
+        news = self._turn_news[turn_id]
+        while True:
+            news.clear()
+            texts = self._turn_texts.get(turn_id, [])
+            for text in texts[seen:]:
                 if (handoff := parse(text)) is not None:
                     return handoff
-            return None
+            seen = len(texts)
+            if turn_id in self._completed or self._gone:
+                return None
+            await news.wait()
 
     def _track(self, thread_id: str, turn_id: str) -> str:
-        """Wait for a turn we asked in; its notifications may have been read already, before the request returned."""
-        done = self._turn_done.setdefault(turn_id, asyncio.Event())
-        if turn_id in self._completed:
-            done.set()
-        else:
+        """Follow a turn we asked in; its notifications may have been read already, before the request returned."""
+        self._turn_news.setdefault(turn_id, asyncio.Event())
+        if turn_id not in self._completed:
             self.active_turns.setdefault(thread_id, turn_id)
         return turn_id
 
@@ -182,8 +226,9 @@ class AppServerClient:
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(AppServerError("the app-server went away"))
-            for done in self._turn_done.values():
-                done.set()
+            self._gone = True
+            for news in self._turn_news.values():
+                news.set()
 
     def _take(self, line: str) -> None:
         try:
@@ -225,11 +270,15 @@ class AppServerClient:
             if self.active_turns.get(thread_id) == turn_id:
                 del self.active_turns[thread_id]
             self._remember(self._completed, turn_id, None)
-            if (done := self._turn_done.get(turn_id)) is not None:
-                done.set()
+            self._tell(turn_id)
         elif method == "item/completed":
             item = params.get("item") or {}
             if isinstance(item, dict) and item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
                 self._messages.setdefault(thread_id, deque(maxlen=MESSAGES_KEPT)).append(item["text"])
                 if isinstance(turn_id := params.get("turnId"), str):
                     self._remember(self._turn_texts, turn_id, []).append(item["text"])
+                    self._tell(turn_id)
+
+    def _tell(self, turn_id: str) -> None:
+        if (news := self._turn_news.get(turn_id)) is not None:
+            news.set()

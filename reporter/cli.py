@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from core.settings import Settings
-from reporter.app_server_client import AppServerClient
+from reporter.app_server_client import AppServerClient, Sandbox
 from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
@@ -202,6 +202,10 @@ def report(
         typer.Option(help="--app-server: a file whose text is the new thread's first input (a resume prompt)."),
     ] = None,
     cwd: Annotated[Path | None, typer.Option(help="--app-server: the thread's working directory (git facts).")] = None,
+    sandbox: Annotated[
+        Sandbox,
+        typer.Option(help="--app-server: the thread's sandbox (Codex's own default, read-only, fails every write)."),
+    ] = Sandbox.WORKSPACE_WRITE,
     relay: Annotated[
         bool, typer.Option(help="Act on master actions: acknowledge, write handoff packages, complete (issue 23).")
     ] = True,
@@ -246,7 +250,7 @@ def report(
             spool_dir or settings.resolved_data_dir / "reporter" / "spool",
             RelayOptions(enabled=relay, actions_url=actions_url, token=token, ask_seconds=ask_seconds, cwd=cwd),
             _Asking(
-                AppServerClient(shlex.split(app_server)) if app_server else None,
+                AppServerClient(shlex.split(app_server), sandbox=sandbox) if app_server else None,
                 first_input.read_text(encoding="utf-8") if first_input else None,
                 inbox=Source.CLAUDE_CODE in sources,
                 facts=facts,

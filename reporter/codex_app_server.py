@@ -1,8 +1,17 @@
 """Codex app-server notifications (JSON-RPC 2.0, one JSON object per line) -> readings with source `codex_app_server`.
 
 Used: `thread/tokenUsage/updated` (the LAST request's usage and `modelContextWindow`; newer breakdowns add
-`cacheWriteInputTokens`, part of the input), a `contextCompaction` item's `item/completed` and the older
-`thread/compacted` (one compaction may be announced by both: counted once per turn and usage update). Newer versions
+`cacheWriteInputTokens`, part of the input), a `contextCompaction` item's `item/started` / `item/completed` and the
+older `thread/compacted` (one compaction may be announced by both: counted once per turn and usage update).
+
+Compactions. The app-server sends no session events, so the parser derives them (`take_events`): `compaction_started`
+at the item's start, `compaction_completed` at its end (both, at the end, for a compaction whose start was not seen);
+stamped with the item's own `startedAtMs` / `completedAtMs` when given; `manual` when the reporter asked for it
+(`expect_manual`, before `thread/compact/start`), else automatic (`request_start`, as the hooks map `auto`). While the
+item is open the usage Codex reports is not the thread's occupancy (the compaction request's own, then the compacted
+context's estimate, which Codex 0.169.0 sends BEFORE the item completes): the last of them is held and becomes, at
+the item's end, the first reading after the compaction; a compaction whose turn ends without it is dropped, and so
+is what it held. Newer versions
 number a thread's context windows (`windowNumber` on the compaction item, as the rollout's `compacted.window_number`):
 when given, it is the compaction count (a reporter attached mid-thread counts the earlier ones too), and a notice of a
 window already counted is a repeat. Every other method (`thread/started`, `turn/started`, `item/agentMessage/delta`,
@@ -18,11 +27,12 @@ turns, and they are not counted again (the cost: a second compaction in one turn
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +40,9 @@ from pydantic import BaseModel, ConfigDict
 
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
-from reporter.readings import Reading, SkipLog
-from schemas import SourceKind
+from reporter.claude_events import compaction_started
+from reporter.readings import CODEX_COMPACTION_TRIGGER, Reading, SkipLog
+from schemas import CompactionCompleted, SessionEvent, SourceKind, TriggerMode
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +50,22 @@ TOKEN_USAGE_UPDATED = "thread/tokenUsage/updated"
 ITEM_STARTED = "item/started"
 ITEM_COMPLETED = "item/completed"
 THREAD_COMPACTED = "thread/compacted"
+TURN_COMPLETED = "turn/completed"
 COMPACTION_ITEM = "contextCompaction"
 STATE_FORMAT = 1
 SAVED_TURNS = 64
+
+
+@dataclass(frozen=True)
+class _Compacting:
+    """A compaction item that started and has not completed."""
+
+    turn: str
+    event_prefix: str
+    trigger: TriggerMode
+    tokens_before: int | None
+    held: TokenUsage | None = None
+    """The last usage reported since the start: at the end, the compacted context's."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +77,7 @@ class _Thread:
     usage_updates: int = 0
     compaction_mark: tuple[str, int] | None = None
     """(turn, usage updates) of the last counted compaction: a second announcement with the same mark is a repeat."""
-    usage_updates_at_compaction_start: int | None = None
-    """`usage_updates` when a compaction item started: a usage update after it is Codex's recomputed usage of the
-    compacted context; without a start seen, or without an update since, the usage is from before the compaction."""
+    compacting: _Compacting | None = None
 
 
 def _thread_id(params: dict[str, Any]) -> str:
@@ -115,6 +137,18 @@ class CodexAppServerParser:
         self.skipped = SkipLog("codex app-server")
         self.ignored: Counter[str] = Counter()
         """Notifications of methods (or items) the reporter does not need, by method."""
+        self._events: list[SessionEvent] = []
+        self._manual: set[str] = set()
+        """Threads whose next compaction the reporter asked for."""
+
+    def expect_manual(self, thread_id: str) -> None:
+        """The reporter asks the thread to compact (`thread/compact/start`): its next compaction is manual."""
+        self._manual.add(thread_id)
+
+    def take_events(self) -> list[SessionEvent]:
+        """The compaction events derived since the last call, in order."""
+        events, self._events = self._events, []
+        return events
 
     def feed(self, line: str, now: datetime) -> Reading | None:
         if not line.strip():
@@ -137,10 +171,12 @@ class CodexAppServerParser:
             item = params.get("item") if method in (ITEM_STARTED, ITEM_COMPLETED) else None
             if isinstance(item, dict) and item.get("type") == COMPACTION_ITEM:
                 if method == ITEM_STARTED:
-                    return self._compacting(params)
-                return self._compacted(params, now, item.get("windowNumber"))
+                    return self._compacting(params, item, _stamp(params, "startedAtMs", now))
+                return self._compacted(params, _stamp(params, "completedAtMs", now), now, item)
             if method == THREAD_COMPACTED:
-                return self._compacted(params, now)
+                return self._compacted(params, now, now, {})
+            if method == TURN_COMPLETED:
+                self._turn_completed(params)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             self.skipped.skip("malformed_params", f"{method}: {error!r}")
             return None
@@ -159,37 +195,80 @@ class CodexAppServerParser:
             self.skipped.skip("no_context_window", f"thread {thread_id}: no modelContextWindow yet")
             return None
         thread = replace(thread, window=window, usage_updates=thread.usage_updates + 1)
+        if thread.compacting is not None:  # not the occupancy yet: held until the compaction ends
+            self._threads[thread_id] = replace(thread, compacting=replace(thread.compacting, held=last))
+            return None
         return self._store(thread_id, thread, last, window, now)
 
-    def _compacting(self, params: dict[str, Any]) -> None:
+    def _compacting(self, params: dict[str, Any], item: dict[str, Any], at: datetime) -> None:
         thread_id = _thread_id(params)
         thread = self._threads.get(thread_id, _Thread())
-        self._threads[thread_id] = replace(thread, usage_updates_at_compaction_start=thread.usage_updates)
+        turn = params["turnId"]
+        if not isinstance(turn, str):
+            raise ValueError("turnId is not a string")
+        compacting = self._start(thread_id, thread, turn, item.get("id"), turn, at)
+        self._threads[thread_id] = replace(thread, compacting=compacting)
 
-    def _compacted(self, params: dict[str, Any], now: datetime, window_number: Any = None) -> Reading | None:
+    def _start(
+        self, thread_id: str, thread: _Thread, turn: str, item_id: Any, fallback: str, at: datetime
+    ) -> _Compacting:
+        """A compaction begins: said as `compaction_started`, manual when the reporter asked for it."""
+        trigger = TriggerMode.MANUAL if thread_id in self._manual else CODEX_COMPACTION_TRIGGER
+        self._manual.discard(thread_id)
+        compacting = _Compacting(turn, _event_prefix(thread_id, item_id, fallback), trigger, _tokens(thread))
+        self._events.append(
+            compaction_started(thread_id, f"{compacting.event_prefix}-s", at, trigger, compacting.tokens_before)
+        )
+        return compacting
+
+    def _turn_completed(self, params: dict[str, Any]) -> None:
+        """A compaction still open when its turn ends failed (Codex emits no completion then): nothing is counted, and
+        the usage it held was the compaction request's, not the thread's."""
+        thread_id = _thread_id(params)
+        thread = self._threads.get(thread_id)
+        if thread is not None and thread.compacting is not None and thread.compacting.turn == params["turn"]["id"]:
+            log.info("codex app-server: thread %r: a compaction ended with its turn, not completed", thread_id)
+            self._threads[thread_id] = replace(thread, compacting=None)
+
+    def _compacted(self, params: dict[str, Any], at: datetime, now: datetime, item: dict[str, Any]) -> Reading | None:
         thread_id = _thread_id(params)
         thread = self._threads.get(thread_id, _Thread())
         turn = params["turnId"]
         mark = (turn, thread.usage_updates)
+        window_number = item.get("windowNumber")
         numbered = type(window_number) is int and window_number > 0
         if numbered and window_number <= thread.compaction_count:
             return None  # a window already counted
         if not numbered and (mark == thread.compaction_mark or turn in self._earlier_turns.get(thread_id, ())):
             return None
-        started = thread.usage_updates_at_compaction_start
-        stale = started is None or started == thread.usage_updates
+        compacting = thread.compacting
+        if compacting is None:  # its start was not seen: said now, whole
+            compacting = self._start(thread_id, thread, turn, item.get("id"), f"{turn}|{thread.compaction_count}", at)
+        after = compacting.held
+        self._events.append(
+            CompactionCompleted(
+                thread_id=thread_id,
+                event_id=f"{compacting.event_prefix}-end",
+                occurred_at=at,
+                trigger_mode=compacting.trigger,
+                tokens_before=compacting.tokens_before,
+                tokens_after=after.total_tokens if after is not None else None,
+            )
+        )
         thread = replace(
             thread,
             compaction_count=window_number if numbered else thread.compaction_count + 1,
-            last_compaction_at=now,
+            last_compaction_at=at,
             compaction_mark=mark,
-            usage_updates_at_compaction_start=None,
+            compacting=None,
         )
         self._save(thread_id, thread, turn)
+        if after is not None and thread.window is not None:
+            return self._store(thread_id, thread, after, thread.window, now)
         if thread.reading is None or thread.window is None:
             self._threads[thread_id] = thread  # counted; reported with the first usage
             return None
-        return self._store(thread_id, thread, thread.reading.last_usage, thread.window, now, usage_stale=stale)
+        return self._store(thread_id, thread, thread.reading.last_usage, thread.window, now, usage_stale=True)
 
     def _load(self) -> dict[str, _SavedThread]:
         if self.state_path is None or not self.state_path.exists():
@@ -216,6 +295,7 @@ class CodexAppServerParser:
         arrival_ms = int(now.timestamp() * 1000)
         previous = thread.reading.position if thread.reading else -1
         reading = Reading(
+            events_derived=True,  # the parser says its compactions itself (`take_events`)
             thread_id=thread_id,
             source_kind=SourceKind.CODEX_APP_SERVER,
             position=max(arrival_ms, previous + 1),
@@ -228,3 +308,21 @@ class CodexAppServerParser:
         )
         self._threads[thread_id] = replace(thread, reading=reading)
         return reading
+
+
+def _stamp(params: dict[str, Any], name: str, now: datetime) -> datetime:
+    """The item's own time (Codex 0.169.0 stamps item notifications in epoch milliseconds), else the arrival."""
+    stamp = params.get(name)
+    return datetime.fromtimestamp(stamp / 1000, UTC) if type(stamp) is int and stamp > 0 else now
+
+
+def _tokens(thread: _Thread) -> int | None:
+    """The occupancy before a compaction: the last reading's, unless it was already from before an earlier one."""
+    reading = thread.reading
+    return reading.last_usage.total_tokens if reading is not None and not reading.usage_stale else None
+
+
+def _event_prefix(thread_id: str, item_id: Any, fallback: str) -> str:
+    """Event ids from the item's id (the same stream read again gives the same events; consumers drop repeats)."""
+    cause = f"{thread_id}|{item_id}" if isinstance(item_id, str) and item_id else f"{thread_id}|turn|{fallback}"
+    return "cas-" + hashlib.sha256(cause.encode()).hexdigest()[:24]

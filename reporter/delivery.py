@@ -33,6 +33,11 @@ class RejectedRecord(RuntimeError):
     """The receiver refused the record itself (a client error): sending it again cannot succeed."""
 
 
+class RefusedRecord(RejectedRecord):
+    """The receiver refuses this record for its thread (HTTP 403: another project's thread, one this token may not
+    report): set aside like an invalid one, so one refused thread never holds back the others' records."""
+
+
 class Delivery(Protocol):
     async def send_snapshot(self, snapshot: ThreadContextSnapshot) -> int | None:
         """Deliver one snapshot; return the engine's `next_required_report_in_seconds` when the receiver answers."""

@@ -4,9 +4,12 @@ events to `POST /api/v1/workers/{worker_id}/session-events` (ours; the same deli
 The body is exactly the 5.2 request. The snapshot's identity travels in headers (`Idempotency-Key`: snapshot_id,
 `X-Snapshot-Version`), since the 5.2 body has no field for them and the API must not invent a version of its own.
 Transient failures (unreachable, 429, 502, 503, 504) are retried with exponential backoff, honouring `Retry-After`.
-Only a report the receiver finds invalid (400, 413, 422) is rejected for good; any other refusal (a bad token 401/403,
-a wrong URL 404, a broken server 500, a 2xx whose body is no 5.2 answer) is the operator's to fix, so the record is
-kept (`DeliveryError`) and the spool sends it again once the fix is in.
+Only a report the receiver finds invalid (400, 413, 422) or refuses for its thread (403: another project's thread, a
+project or worker this token may not report; `RefusedRecord`) is rejected for good, and set aside by the caller: a
+403 is about the record's thread, and holding it would hold every other thread's records behind it. Any other refusal
+(a bad or expired token 401, a wrong URL 404, a broken server 500, a 2xx whose body is no 5.2 answer) is the
+operator's to fix and concerns every record alike, so the record is kept (`DeliveryError`) and the spool sends it
+again once the fix is in.
 Plain `http.client` in a thread, no dependency: connections are kept open and reused (a worker with hundreds of
 threads sends a session event every few lines, and a new connection per request cost more than the rest of the
 reporter), one per concurrent sender (the spool's delivery and the events), and a kept one the server closed is
@@ -27,7 +30,7 @@ from email.utils import parsedate_to_datetime
 
 from pydantic import ValidationError
 
-from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
+from reporter.delivery import DeliveryError, RefusedRecord, RejectedRecord, RetryDelays
 from schemas import (
     HandoffPackage,
     MasterActionCommandKind,
@@ -48,6 +51,7 @@ ACTION_COMMAND_PATH = "/api/v1/master-actions/{action_id}/{command}"
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 INVALID_STATUS = frozenset({400, 413, 422})
 """The receiver refused the record itself: sending it again cannot succeed."""
+REFUSED_STATUS = 403
 _SNAPSHOT_IDENTITY = frozenset({"snapshot_id", "snapshot_version"})
 
 
@@ -210,6 +214,8 @@ class HttpDelivery:
                     return answer
                 if answer.status in invalid:
                     raise RejectedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
+                if answer.status == REFUSED_STATUS and method == "POST":
+                    raise RefusedRecord(f"{url}: {answer.status} {answer.body[:500]!r}")
                 if answer.status not in TRANSIENT_STATUS:
                     raise DeliveryError(f"{url}: {answer.status} {answer.body[:500]!r} (kept, to send once fixed)")
                 last_failure = f"{answer.status} {answer.body[:200]!r}"

@@ -96,6 +96,7 @@ async def run_as_app_server_client(
     returns the thread id."""
     queue: asyncio.Queue[str | None] = asyncio.Queue()
     client.on_line = queue.put_nowait
+    client.on_compact = parser.expect_manual
     await client.start()
     thread_id = await client.thread_start(str(cwd) if cwd else None, first_input)
 

@@ -113,6 +113,14 @@ class Reporter:
         self.cadence.observe(reading, reading_level(reading, self.profile), self.clock())
         self.woken.set()
 
+    def add_events(self, events: Sequence[SessionEvent]) -> None:
+        """Session events a source derived (the app-server's compactions): sent, stamped with who reports them, before
+        the next snapshots, and kept (saved) until delivered."""
+        if events:
+            self._events.extend(_stamped(event, self.identity) for event in events)
+            self._save_events()
+            self.woken.set()
+
     def set_must_finish(self, thread_id: str, value: bool) -> None:
         """Spec 4.2 as the worker knows it; a change is significant and goes out at once under a new version."""
         if self._must_finish.get(thread_id, False) == value:
@@ -220,7 +228,9 @@ async def run_app_server(
 
     async def read() -> None:
         async for line in lines:
-            if (reading := parser.feed(line, reporter.clock())) is not None:
+            reading = parser.feed(line, reporter.clock())
+            reporter.add_events(parser.take_events())  # a compaction's start goes out before the reading after it
+            if reading is not None:
                 reporter.observe(reading)
 
     reader = asyncio.create_task(read())

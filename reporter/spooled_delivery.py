@@ -2,8 +2,10 @@
 delivers the spool in order, with backoff, removing each record only after the receiver confirmed it.
 
 Whatever the receiver does, `send_snapshot` costs one fsynced append, so the reader of a source never waits for the
-API or Kafka. A record the receiver rejects as invalid leaves the spool only after it was appended (fsynced) to the
-dead-letter file beside it, `rejected.jsonl`: one JSON object a line with the reason and the snapshot, never lost.
+API or Kafka. A record the receiver rejects (invalid, or refused for its thread: 403) leaves the spool only after it
+was appended (fsynced) to the dead-letter file beside it, `rejected.jsonl`: one JSON object a line with the reason and
+the snapshot, never lost, and the records behind it go on. The first record set aside of a thread is logged; the
+thread's later ones only counted (a refused thread reports every few seconds: one line each would flood the log).
 Session events are not versioned (a resend is no harmless duplicate to the projection), so they go straight to the
 inner delivery.
 """
@@ -55,6 +57,8 @@ class SpooledDelivery:
         self._appended = asyncio.Event()
         self._drained = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._logged: set[tuple[str, str]] = set()
+        """(kind, thread) whose rejection was logged."""
 
     async def start(self) -> None:
         """Start delivering, beginning with whatever an earlier run left in the spool."""
@@ -142,10 +146,15 @@ class SpooledDelivery:
             out.flush()
             os.fsync(out.fileno())
         self.rejected += 1
+        thread_id = str(getattr(record, "thread_id", ""))
+        if (kind, thread_id) in self._logged:
+            log.debug("spool: a %s of thread %r set aside: %s", kind, thread_id, reason)
+            return
+        self._logged.add((kind, thread_id))
         log.error(
-            "spool: the receiver rejected a %s of thread %r (set aside in %s): %s",
+            "spool: the receiver rejected a %s of thread %r (set aside in %s; its later ones are only counted): %s",
             kind,
-            getattr(record, "thread_id", ""),
+            thread_id,
             self.rejected_path,
             reason,
         )

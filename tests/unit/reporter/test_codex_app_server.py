@@ -10,7 +10,7 @@ import pytest
 from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.readings import Reading
-from schemas import SourceKind
+from schemas import SourceKind, TriggerMode
 
 T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)
 
@@ -31,12 +31,12 @@ def test_a_session_that_grows_compacts_and_grows_again(app_server_lines: list[st
         (81.0, 0),
         (46.0, 0),
         (12.0, 0),
-        (93.0, 0),  # the usage Codex recomputes after compacting comes before the compaction item completes
-        (93.0, 1),
+        (93.0, 1),  # the usage Codex recomputes after compacting, sent before the item completes: counted after it
         (65.0, 1),
     ]
-    compacted_at = readings[4][0]
-    assert all(r.last_compaction_at == compacted_at for _, r in readings[4:])
+    compacted_at = readings[3][0]
+    assert all(r.last_compaction_at == compacted_at for _, r in readings[3:])
+    assert not any(r.usage_stale for _, r in readings)
     assert {r.source_kind for _, r in readings} == {SourceKind.CODEX_APP_SERVER}
     assert {r.context_window for _, r in readings} == {258_400}
 
@@ -191,3 +191,87 @@ def test_cache_write_tokens_are_read_with_the_breakdown() -> None:
     bad = _usage_update("thr_c", "t2", 40_000, cacheWriteInputTokens=-1)
     assert parser.feed(bad, T0) is None
     assert parser.skipped.counts == {"malformed_params": 1}
+
+
+def _item(phase: str, thread: str, turn: str, item: dict, at_ms: int | None = None) -> str:
+    params = {"threadId": thread, "turnId": turn, "item": item}
+    if at_ms is not None:
+        params["startedAtMs" if phase == "started" else "completedAtMs"] = at_ms
+    return json.dumps({"method": f"item/{phase}", "params": params})
+
+
+def test_a_compaction_is_said_as_session_events_with_the_items_times(app_server_lines: list[str]) -> None:
+    """Issue 35.4: the app-server sends no session events; its compactions had no row in compaction_events."""
+    parser, readings = _feed(app_server_lines)
+    started, completed = parser.take_events()
+    assert parser.take_events() == []
+    assert (started.type, completed.type) == ("compaction_started", "compaction_completed")
+    assert {started.trigger_mode, completed.trigger_mode} == {TriggerMode.REQUEST_START}
+    assert (started.tokens_before, completed.tokens_before, completed.tokens_after) == (232_000, 232_000, 30_000)
+    assert started.occurred_at == T0 + timedelta(seconds=5)  # no item stamps in the fixture: the arrival
+    assert completed.occurred_at == T0 + timedelta(seconds=7)
+    assert all(r.events_derived for _, r in readings)  # the reporter does not say them a second time
+    # the same stream read again gives the same events (consumers drop repeated ids)
+    again, _ = _feed(app_server_lines)
+    assert [e.event_id for e in again.take_events()] == [started.event_id, completed.event_id]
+
+    stamped = CodexAppServerParser()
+    stamped.feed(_usage_update("thr_s", "t1", 240_000), T0)
+    stamped.feed(_item("started", "thr_s", "t1", {"type": "contextCompaction", "id": "c1"}, 1_790_000_000_000), T0)
+    reading = stamped.feed(
+        _item("completed", "thr_s", "t1", {"type": "contextCompaction", "id": "c1"}, 1_790_000_004_000), T0
+    )
+    begun, ended = stamped.take_events()
+    assert ended.occurred_at - begun.occurred_at == timedelta(seconds=4)
+    assert reading is not None
+    assert reading.last_compaction_at == ended.occurred_at
+    assert reading.usage_stale  # no usage since the compaction: the occupancy is unknown
+    assert ended.tokens_after is None
+
+
+def test_the_usage_reported_within_a_compaction_is_after_it_and_only_the_last_counts() -> None:
+    """Codex reports the compaction request's usage, then its estimate of the compacted context, both before the item
+    completes: neither is a reading of the context before the compaction."""
+    item = {"type": "contextCompaction", "id": "c1"}
+    lines = [
+        _usage_update("thr_u", "t1", 240_000),
+        _item("started", "thr_u", "t1", item),
+        _usage_update("thr_u", "t1", 251_000),  # the compaction request's own
+        _usage_update("thr_u", "t1", 41_000),  # the compacted context
+        _item("completed", "thr_u", "t1", item),
+        _usage_update("thr_u", "t1", 45_000),
+    ]
+    parser, readings = _feed(lines)
+    assert [(r.last_usage.total_tokens, r.compaction_count, r.usage_stale) for _, r in readings] == [
+        (240_000, 0, False),
+        (41_000, 1, False),
+        (45_000, 1, False),
+    ]
+    assert parser.take_events()[-1].tokens_after == 41_000
+
+
+def test_a_compaction_whose_turn_ends_without_completing_counts_nothing() -> None:
+    item = {"type": "contextCompaction", "id": "c1"}
+    turn_end = {"method": "turn/completed", "params": {"threadId": "thr_f", "turn": {"id": "t1", "status": "failed"}}}
+    lines = [
+        _usage_update("thr_f", "t1", 240_000),
+        _item("started", "thr_f", "t1", item),
+        _usage_update("thr_f", "t1", 262_000),  # the compaction request's usage; then the request fails
+        json.dumps(turn_end),
+        _usage_update("thr_f", "t2", 243_000),
+    ]
+    parser, readings = _feed(lines)
+    assert [(r.last_usage.total_tokens, r.compaction_count) for _, r in readings] == [(240_000, 0), (243_000, 0)]
+    assert [e.type for e in parser.take_events()] == ["compaction_started"]
+
+
+def test_a_compaction_the_reporter_asked_for_is_manual() -> None:
+    parser = CodexAppServerParser()
+    parser.feed(_usage_update("thr_m", "t1", 120_000), T0)
+    parser.expect_manual("thr_m")
+    item = {"type": "contextCompaction", "id": "c1"}
+    parser.feed(_item("started", "thr_m", "t2", item), T0)
+    parser.feed(_item("completed", "thr_m", "t2", item), T0)
+    parser.feed(_item("started", "thr_m", "t3", item | {"id": "c2"}), T0)  # the next one is Codex's own again
+    parser.feed(_item("completed", "thr_m", "t3", item | {"id": "c2"}), T0)
+    assert [e.trigger_mode for e in parser.take_events()] == [TriggerMode.MANUAL] * 2 + [TriggerMode.REQUEST_START] * 2

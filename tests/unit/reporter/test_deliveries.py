@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reporter.delivery import DeliveryError, RejectedRecord
+from reporter.delivery import DeliveryError, RefusedRecord, RejectedRecord
 from reporter.http_delivery import HttpDelivery, RetryPolicy
 from reporter.kafka_delivery import event_record, snapshot_record
 from schemas import SESSION_EVENT_ADAPTER, ThreadContextSnapshot, WorkerReportRequest
@@ -59,7 +59,20 @@ async def test_http_delivery_does_not_retry_a_report_the_receiver_finds_invalid(
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize("status", [401, 403, 404, 500, 501])
+async def test_http_delivery_sets_aside_a_record_refused_for_its_thread_and_keeps_one_refused_for_the_token(
+    serve,
+) -> None:
+    """Issue 38.5: a 403 (a thread of another project) is about that record's thread; a 401 about every record."""
+    server = serve([(403, {}, b'{"detail":"this thread belongs to another project"}'), (401, {}, b"{}")])
+    delivery = HttpDelivery(server.url, sleep=_Sleeps())
+    with pytest.raises(RefusedRecord, match="403"):
+        await delivery.send_snapshot(SNAP)
+    with pytest.raises(DeliveryError, match="401"):
+        await delivery.send_snapshot(SNAP)
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [401, 404, 500, 501])
 async def test_http_delivery_keeps_a_report_refused_for_a_reason_outside_the_record(serve, status: int) -> None:
     """A bad token, a wrong URL or a broken server is the operator's to fix: the record stays to be sent again."""
     server = serve([(status, {}, b'{"detail":"no"}')])

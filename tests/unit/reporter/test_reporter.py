@@ -82,14 +82,13 @@ async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
 
 async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
     sent = await _report_app_server(app_server_lines)
-    # The displayed percents of this session in Codex are 81, 46, 12, 93, 93, 65 (test_codex_app_server); the
+    # The displayed percents of this session in Codex are 81, 46, 12, 93, 65 (test_codex_app_server); the
     # snapshots carry the budget: room before Codex's auto-compaction at 90% of the window, hence lower.
     assert [(round(s.context_budget_remaining_pct), s.context_budget_level, s.compaction_count) for s in sent] == [
         (79, ContextBudgetLevel.SAFE, 0),
         (39, ContextBudgetLevel.URGENT, 0),  # Codex shows 46% left, but only 39% of the room before compaction
         (2, ContextBudgetLevel.CRITICAL, 0),
-        (92, ContextBudgetLevel.SAFE, 0),
-        (92, ContextBudgetLevel.SAFE, 1),
+        (92, ContextBudgetLevel.SAFE, 1),  # the usage Codex sends within the compaction is after it
         (61, ContextBudgetLevel.SAFE, 1),  # not significant: sent when the input ends
     ]
     assert all(s.source_kind is SourceKind.CODEX_APP_SERVER for s in sent)
@@ -187,9 +186,17 @@ def _usage_line(thread: str, total: int) -> str:
     )
 
 
-def _compaction_line(thread: str) -> str:
+def _compaction_line(thread: str, phase: str = "completed") -> str:
     item = {"type": "contextCompaction", "id": "c1"}
-    return json.dumps({"method": "item/completed", "params": {"threadId": thread, "turnId": "u1", "item": item}})
+    return json.dumps({"method": f"item/{phase}", "params": {"threadId": thread, "turnId": "u1", "item": item}})
+
+
+def _take(parser: CodexAppServerParser, reporter: Reporter, line: str) -> None:
+    """As `run_app_server` does: the line's derived events, then its reading."""
+    reading = parser.feed(line, reporter.clock())
+    reporter.add_events(parser.take_events())
+    if reading is not None:
+        reporter.observe(reading)
 
 
 async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the_tool_reports_again() -> None:
@@ -197,8 +204,7 @@ async def test_after_a_compaction_the_old_usage_is_not_sent_as_current_until_the
     reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
 
     async def feed(line: str) -> None:
-        if (reading := parser.feed(line, clock())) is not None:
-            reporter.observe(reading)
+        _take(parser, reporter, line)
         await reporter.flush()
 
     await feed(_usage_line("t", 240_000))  # critical
@@ -224,8 +230,7 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
     reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
 
     async def feed(line: str) -> None:
-        if (reading := parser.feed(line, clock())) is not None:
-            reporter.observe(reading)
+        _take(parser, reporter, line)
         await reporter.flush()
 
     await feed(_usage_line("t", 240_000))
@@ -250,17 +255,16 @@ async def test_a_compaction_notice_is_said_at_once_as_an_event_and_no_stale_perc
 
     # the same notice read again (a restarted reporter re-reads the line) is the same event: consumers drop it
     again = Reporter(IDENTITY, delivery, clock=clock)
-    again.observe(reporter.cadence.latest("t", SourceKind.CODEX_APP_SERVER))
+    _take(CodexAppServerParser(), again, _compaction_line("t"))
     await again.flush()
-    assert delivery.events[2:] == [start, event]
+    assert [e.event_id for e in delivery.events[2:]] == [start.event_id, event.event_id]
 
 
 async def test_a_compaction_event_not_delivered_is_kept_and_sent_later() -> None:
     clock, delivery = _Clock(), _Delivery()
     reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t"), _usage_line("u", 30_000)):
-        if (reading := parser.feed(line, clock())) is not None:
-            reporter.observe(reading)
+        _take(parser, reporter, line)
     delivery.events_down = 1
     await reporter.flush()
     assert delivery.events == []
@@ -275,8 +279,7 @@ async def test_a_compaction_event_not_delivered_at_exit_is_kept_for_the_next_run
     clock, delivery = _Clock(), _Delivery()
     reporter, parser = Reporter(IDENTITY, delivery, clock=clock, pending_events=pending), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t")):
-        if (reading := parser.feed(line, clock())) is not None:
-            reporter.observe(reading)
+        _take(parser, reporter, line)
     delivery.events_down = 1
     await reporter.flush(final=True)
     assert delivery.events == []
@@ -299,10 +302,44 @@ async def test_a_compaction_event_the_receiver_rejects_is_set_aside_beside_the_s
     clock, spooled = _Clock(), SpooledDelivery(Spool(tmp_path), _RefusingEvents())
     reporter, parser = Reporter(IDENTITY, spooled, clock=clock), CodexAppServerParser()
     for line in (_usage_line("t", 240_000), _compaction_line("t")):
-        if (reading := parser.feed(line, clock())) is not None:
-            reporter.observe(reading)
+        _take(parser, reporter, line)
     await reporter.flush()
     kept = [json.loads(line) for line in spooled.rejected_path.read_text().splitlines()]
     assert [k["reason"] for k in kept] == ["422: invalid event"] * 2
     assert [k["session_event"]["type"] for k in kept] == ["compaction_started", "compaction_completed"]
     assert (spooled.rejected, reporter.events_left) == (2, 0)
+
+
+async def test_an_app_server_compaction_is_sent_as_events_as_it_starts_and_ends(app_server_lines) -> None:
+    """Issue 35.4: the app-server's compactions reached no compaction_events row; the start goes out while Codex
+    still compacts (the projection records then whether a package was ready), the end with the usage after it."""
+    clock, delivery = _Clock(), _Delivery()
+    reporter, parser = Reporter(IDENTITY, delivery, clock=clock), CodexAppServerParser()
+    _take(parser, reporter, _usage_line("t", 240_000))
+    _take(parser, reporter, _compaction_line("t", "started"))
+    await reporter.flush()
+    assert [e.type for e in delivery.events] == ["compaction_started"]
+    assert (delivery.events[0].project_id, delivery.events[0].tokens_before) == ("proj-001", 240_000)
+    clock.now += timedelta(seconds=3)
+    _take(parser, reporter, _usage_line("t", 30_000))  # Codex's estimate of the compacted context, before the end
+    await reporter.flush()
+    assert [s.compaction_count for s in delivery.snapshots] == [0]  # not a reading of before the compaction
+    _take(parser, reporter, _compaction_line("t"))
+    await reporter.flush()
+    assert [e.type for e in delivery.events] == ["compaction_started", "compaction_completed"]
+    assert delivery.events[1].tokens_after == 30_000
+    after = delivery.snapshots[-1]
+    assert (after.compaction_count, after.last_compaction_at, after.context_budget_level) == (
+        1,
+        clock.now,
+        ContextBudgetLevel.SAFE,
+    )
+
+    sent = _Delivery()  # and through run_app_server, as `ctxbudget report --from codex-app-server` reads a stream
+    await run_app_server(Reporter(IDENTITY, sent, clock=_Clock()), _lines(app_server_lines))
+    assert [e.type for e in sent.events] == ["compaction_started", "compaction_completed"]
+
+
+async def _lines(lines: list[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line

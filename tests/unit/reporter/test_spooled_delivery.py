@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from reporter.budget import TokenUsage
@@ -12,7 +16,7 @@ from reporter.readings import Reading
 from reporter.reporter import Reporter, run_app_server
 from reporter.spool import Spool
 from reporter.spooled_delivery import REJECTED_NAME, SpooledDelivery
-from schemas import SessionEvent, SourceKind, ThreadContextSnapshot
+from schemas import CompactionStarted, SessionEvent, SourceKind, ThreadContextSnapshot, TriggerMode
 from tests.samples import SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK
 from tests.unit.reporter.test_reporter import IDENTITY, T0, _Clock, _Delivery, _report_app_server, _ticking
@@ -103,7 +107,7 @@ class _Hanging(_Delivery):
         return None
 
     async def send_event(self, event: SessionEvent) -> None:
-        raise AssertionError("not used")
+        raise DeliveryError("down")  # the session's compaction events: kept for later, as when the API is away
 
 
 async def test_the_app_server_reader_never_waits_for_a_hanging_sink(app_server_lines, tmp_path: Path) -> None:
@@ -247,3 +251,83 @@ async def test_an_unexpected_error_delivering_a_snapshot_never_stops_the_spools_
         await spooled.drained()
     await spooled.close()
     assert ([s.snapshot_id for s in inner.snapshots], len(Spool(tmp_path))) == (["a-1"], 0)
+
+
+class _ProjectApi:
+    """The API for a token of one project: 403 for every write that names the other project's thread `theirs`."""
+
+    def __init__(self) -> None:
+        self.accepted: list[tuple[str, str]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                records = body if isinstance(body, list) else [body]
+                if any(record.get("thread_id") == "theirs" for record in records):
+                    status, answer = 403, b'{"detail":"this thread belongs to another project"}'
+                else:
+                    api.accepted.extend((self.path.rsplit("/", 1)[-1], r["thread_id"]) for r in records)
+                    status, answer = (200, OK[2]) if "thread-context" in self.path else (202, b"")
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+async def test_one_refused_thread_holds_back_no_other_threads_records(tmp_path: Path, caplog) -> None:
+    """Issue 38.5: a transcript whose session id is another project's thread (403) blocked every later snapshot and
+    session event of all of the reporter's threads, forever, logging each retry."""
+    api = _ProjectApi()
+    threading.Thread(target=api.httpd.serve_forever, args=(0.05,), daemon=True).start()
+    clock = _Clock()
+    spooled = _spooled(tmp_path, api.url)
+    await spooled.start()
+    reporter = Reporter(IDENTITY, spooled, clock=clock)
+    try:
+        for second in range(6):
+            for thread in ("theirs", "mine"):
+                reporter.observe(_reading(thread, second, 200_000 if second % 2 else 20_000))
+                reporter.add_events([_event(thread, second)])
+            await reporter.flush()
+            clock.now += timedelta(seconds=1)
+        await _until(lambda: len(spooled.spool) == 0)
+    finally:
+        await spooled.close()
+        api.httpd.shutdown()
+        api.httpd.server_close()
+    assert ("thread-context", "mine") in api.accepted
+    assert [thread for route, thread in api.accepted if route == "session-events"] == ["mine"] * 6
+    assert {thread for _, thread in api.accepted} == {"mine"}
+    kept = [json.loads(line) for line in spooled.rejected_path.read_text().splitlines()]
+    assert {(k.get("snapshot") or k.get("session_event"))["thread_id"] for k in kept} == {"theirs"}
+    assert len([k for k in kept if "session_event" in k]) == 6  # kept, with the reason, not lost
+    assert all("403" in k["reason"] for k in kept)
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 2  # once per kind of record of the refused thread, not once per record or retry
+
+
+def _reading(thread: str, second: int, total: int) -> Reading:
+    return Reading(
+        thread_id=thread,
+        source_kind=SourceKind.CODEX_APP_SERVER,
+        position=second + 1,
+        observed_at=T0 + timedelta(seconds=second),
+        last_usage=TokenUsage(total_tokens=total),
+        context_window=258_400,
+    )
+
+
+def _event(thread: str, second: int) -> SessionEvent:
+    return CompactionStarted(
+        thread_id=thread,
+        event_id=f"{thread}-{second}",
+        occurred_at=T0 + timedelta(seconds=second),
+        trigger_mode=TriggerMode.REQUEST_START,
+    )
