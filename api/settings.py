@@ -52,6 +52,14 @@ class ApiSettings(BaseSettings):
     sql_max_execution_seconds: float = Field(
         default=30.0, gt=0, description="`POST /api/v1/sql`: a query running longer is stopped (400)."
     )
+    sql_max_result_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="`POST /api/v1/sql`: a result of more bytes (uncompressed, as ClickHouse counts) is refused (400).",
+    )
+    sql_max_memory_bytes: int = Field(
+        default=512 * 1024 * 1024, gt=0, description="`POST /api/v1/sql`: a query needing more memory is stopped (400)."
+    )
     sql_max_query_bytes: int = Field(default=65_536, gt=0, description="Largest SQL query body; larger answers 413.")
 
 
