@@ -19,7 +19,8 @@ it runs:
 - each table function generates rows (`TABLE_FUNCTIONS`: numbers, values...); never file, url, s3, remote, mysql,
   executable, merge...;
 - each table it reads, as ClickHouse resolves it (`EXPLAIN QUERY TREE`, once nothing outside can run), is in the
-  pipeline's own database: not `system`, `information_schema` nor another database.
+  pipeline's own database (or `system.one`, the row a SELECT without FROM reads): not another table of `system`,
+  `information_schema` nor another database.
 
 The session bounds what a query may take: rows and bytes of its result, memory, time (`SqlLimits`).
 """
@@ -77,11 +78,13 @@ class SqlLimits:
     max_result_bytes: int = 32 * 1024 * 1024
     max_memory_bytes: int = 512 * 1024 * 1024
 
-    def session_settings(self) -> dict[str, str | int | float]:
+    def session_settings(self, result_limits: bool = True) -> dict[str, str | int | float]:
+        """The query's session: without `result_limits` for the checks' own client, whose answers (a syntax tree,
+        the list of functions) are ours, not the analyst's, and may be longer than a result may."""
+        result = {"max_result_rows": self.max_result_rows, "max_result_bytes": self.max_result_bytes}
         # `readonly` last: after it the session accepts no further setting.
         return {
-            "max_result_rows": self.max_result_rows,
-            "max_result_bytes": self.max_result_bytes,
+            **(result if result_limits else {}),
             "result_overflow_mode": "throw",
             "max_memory_usage": self.max_memory_bytes,
             "max_execution_time": self.max_execution_seconds,
@@ -119,6 +122,8 @@ SAFE_OTHER = frozenset(
 )  # fmt: skip
 """Functions of the "Other" category that compute on their arguments (the rest read files, settings, the server's
 host, ports, users, macros, Join tables...)."""
+NO_TABLE = "system.one"
+"""What a SELECT without FROM reads: one row, one column `dummy` = 0."""
 SYNTAX_FUNCTIONS = frozenset({"lambda", "exists", "grouping"})
 """Nodes the parser writes as functions that `system.functions` does not list."""
 
@@ -166,7 +171,7 @@ def allowed_functions(client: Client) -> Functions:
             folded = {name.lower() for name, _, _, insensitive, _ in rows if insensitive and name in safe}
             aggregates = {name for name, _, _, _, aggregate in rows if aggregate and name in safe}
             combinators = client.query("SELECT name FROM system.aggregate_function_combinators").result_rows
-            ordered = tuple(sorted((c for (c,) in combinators), key=len, reverse=True))
+            ordered = tuple(sorted((name for (name,) in combinators), key=len, reverse=True))
             _functions = Functions(frozenset(safe), frozenset(folded), frozenset(aggregates), ordered)
         return _functions
 
@@ -179,21 +184,23 @@ def run_readonly(dsn: str, query: str, fmt: SqlFormat, limits: SqlLimits) -> byt
     """The result of `query` in `fmt`, as ClickHouse formats it; SqlRefused when it was refused or failed.
     Blocking: call it from a thread."""
     try:
-        client = _readonly_client(dsn, limits)
+        checks = _readonly_client(dsn, limits.session_settings(result_limits=False))
+        client = _readonly_client(dsn, limits.session_settings())
     except DatabaseError as error:
         raise SqlUnavailable(f"the database cannot be opened for a query: {error}") from error
     try:
-        statement = _single_statement(client, query)
-        _refuse_outside(client, statement)
+        statement = _single_statement(checks, query)
+        _refuse_outside(checks, statement)
         return client.raw_query(statement, fmt=fmt.clickhouse)
     except ClickHouseError as error:
         raise SqlRefused(str(error)) from error
     finally:
+        checks.close()
         client.close()
 
 
-def _readonly_client(dsn: str, limits: SqlLimits) -> Client:
-    return clickhouse_connect.get_client(dsn=dsn, tz_mode="aware", settings=limits.session_settings())
+def _readonly_client(dsn: str, settings: dict[str, str | int | float]) -> Client:
+    return clickhouse_connect.get_client(dsn=dsn, tz_mode="aware", settings=settings)
 
 
 def _single_statement(client: Client, query: str) -> str:
@@ -233,7 +240,7 @@ def _refuse_outside(client: Client, statement: str) -> None:
     resolved = client.raw_query(f"EXPLAIN QUERY TREE {statement}", fmt="TSVRaw").decode()
     database = client.query("SELECT currentDatabase()").result_rows[0][0]
     for table in _TABLE.findall(resolved):
-        if not table.startswith(f"{database}."):
+        if not table.startswith(f"{database}.") and table != NO_TABLE:
             raise SqlRefused(f"the table {table} is refused: a query reads the tables of {database} only")
     for name in _TABLE_FUNCTION.findall(resolved):
         if name not in TABLE_FUNCTIONS:
