@@ -66,4 +66,4 @@ class ApiSettings(BaseSettings):
 def token_secret(settings: Settings, api: ApiSettings) -> bytes:
     """The configured secret, else the deployment's generated one under the data dir (shared by API and CLI)."""
     configured = api.token_secret
-    return configured.get_secret_value().encode() if configured else load_or_create_secret(settings.resolved_data_dir)
+    return configured.get_secret_value().encode() if configured else load_or_create_secret(settings.private_data_dir())

@@ -24,8 +24,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_delivery.apply()
     if not settings.kafka_bootstrap_servers:
         raise ValueError("kafka_bootstrap_servers is not set (start one with `ctxbudget kafka up`)")
-    datadir = settings.resolved_data_dir / "faust"
-    datadir.parent.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
+    datadir = settings.private_data_dir() / "faust"  # Faust creates only the last level
     return faust.App(
         settings.faust_app_id,
         broker=[f"kafka://{server}" for server in settings.kafka_bootstrap_servers.split(",")],

@@ -212,6 +212,11 @@ def test_a_result_over_the_byte_limit_and_a_query_over_the_memory_limit_are_stop
     assert "memory limit exceeded" in answer.json()["detail"]
 
 
+def test_the_embedded_databases_folder_is_its_owners_only(clickhouse, clickhouse_dsn) -> None:
+    if clickhouse_dsn.startswith("chdb://"):  # a server's folders are its own
+        assert Path(clickhouse_dsn.removeprefix("chdb://")).stat().st_mode & 0o777 == 0o700
+
+
 def test_a_query_over_the_time_limit_is_stopped(served) -> None:
     client, operator = served
     started = time.monotonic()
