@@ -28,8 +28,7 @@ def operator_token(settings: Settings, api: ApiSettings | None = None, subject: 
 def save_operator_token(settings: Settings, api: ApiSettings | None = None) -> Path:
     """A fresh operator token in `<data dir>/operator-token`, readable by its owner only (mode 0600), replacing the
     last one. `ctxbudget run` prints this path, never the token: a terminal's output ends up in logs."""
-    path = settings.resolved_data_dir / OPERATOR_TOKEN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = settings.private_data_dir() / OPERATOR_TOKEN_FILE
     fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{OPERATOR_TOKEN_FILE}-")  # created 0600
     with os.fdopen(fd, "w") as out:
         out.write(operator_token(settings, api) + "\n")

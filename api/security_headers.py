@@ -1,4 +1,5 @@
-"""Headers every answer carries: the page's content policy, no MIME sniffing, no framing, no referrer.
+"""Headers every answer carries: the page's content policy, no MIME sniffing, no framing, no referrer; and JSON answers
+`Cache-Control: no-store`.
 
 Sent as headers (the page's <meta> policy cannot forbid framing: `frame-ancestors` only works as a header) on every
 answer, JSON and SSE too, so a browser never renders one as a page of another origin's frame.
@@ -17,6 +18,9 @@ HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
 ]
+NO_STORE = (b"cache-control", b"no-store")
+"""On JSON answers: they carry a caller's projects, threads and packages, which no cache (a proxy's, the browser's
+disk) may keep for the next user of the machine."""
 
 
 class SecurityHeaders:
@@ -32,7 +36,10 @@ class SecurityHeaders:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
+                headers = message.get("headers", [])
+                json = any(k.lower() == b"content-type" and v.startswith(b"application/json") for k, v in headers)
+                cached = any(k.lower() == b"cache-control" for k, _ in headers)
+                message["headers"] = [*headers, *HEADERS, *([NO_STORE] if json and not cached else [])]
             await send(message)
 
         await self.app(scope, receive, with_headers)

@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from api.bodies import BODY_TIMEOUT_SECONDS
 from api.tokens import load_or_create_secret
 from core.settings import Settings
+from core.topics import MAX_INPUT_BYTES
 
 DEFAULT_PORT = 8080
 
@@ -29,7 +30,11 @@ class ApiSettings(BaseSettings):
     )
     max_report_bytes: int = Field(default=16_384, gt=0, description="Largest 5.2 report body; larger answers 413.")
     max_package_bytes: int = Field(
-        default=1_048_576, gt=0, description="Largest handoff package body (Kafka's default message limit)."
+        default=MAX_INPUT_BYTES,
+        gt=0,
+        le=MAX_INPUT_BYTES,
+        description="Largest handoff package or session-event body: at most the inputs' limit, whose outputs are sized "
+        "to fit every topic (core/topics.py).",
     )
     body_timeout_seconds: float = Field(
         default=BODY_TIMEOUT_SECONDS, gt=0, description="How long a request body may take to arrive; slower is 408."
@@ -59,10 +64,18 @@ class ApiSettings(BaseSettings):
     sql_max_execution_seconds: float = Field(
         default=30.0, gt=0, description="`POST /api/v1/sql`: a query running longer is stopped (400)."
     )
+    sql_max_result_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="`POST /api/v1/sql`: a result of more bytes (uncompressed, as ClickHouse counts) is refused (400).",
+    )
+    sql_max_memory_bytes: int = Field(
+        default=512 * 1024 * 1024, gt=0, description="`POST /api/v1/sql`: a query needing more memory is stopped (400)."
+    )
     sql_max_query_bytes: int = Field(default=65_536, gt=0, description="Largest SQL query body; larger answers 413.")
 
 
 def token_secret(settings: Settings, api: ApiSettings) -> bytes:
     """The configured secret, else the deployment's generated one under the data dir (shared by API and CLI)."""
     configured = api.token_secret
-    return configured.get_secret_value().encode() if configured else load_or_create_secret(settings.resolved_data_dir)
+    return configured.get_secret_value().encode() if configured else load_or_create_secret(settings.private_data_dir())

@@ -119,12 +119,18 @@ def _verify(secret: bytes, token: str) -> tuple[Principal, int]:
         )
     except jwt.PyJWTError as error:
         raise InvalidToken(str(error)) from error
+    if not all(_numeric_date(claims[name]) for name in ("iat", "exp")):
+        raise InvalidToken("iat and exp must be numbers (RFC 7519 NumericDate)")  # PyJWT takes "123" as well
     try:
         role = Role(claims["role"])
         subject, projects = _validate_claims(claims["sub"], role, claims["projects"])
     except ValueError as error:  # ValidationError is one too
         raise InvalidToken("claims outside the contract") from error
     return Principal(subject, role, frozenset(projects)), int(claims["exp"])
+
+
+def _numeric_date(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _validate_claims(subject: object, role: Role, projects: object) -> tuple[str, list[str]]:
@@ -145,7 +151,7 @@ def load_or_create_secret(data_dir: Path) -> bytes:
     """The deployment's secret kept in `data_dir` (mode 0600), created at random on first use."""
     path = data_dir / SECRET_FILE
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:

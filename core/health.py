@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
@@ -25,6 +25,11 @@ PROBE_CACHE_SECONDS = 2.0
 WATCH_SECONDS = 1.0
 """How often a process probes Kafka on its own, so an outage's first and last log lines come when it happens."""
 CLICKHOUSE_UP = Gauge("ctxbudget_clickhouse_up", "1 when ClickHouse answered the last readiness probe, else 0.")
+FAILING_AFTER = 3
+"""Failed batches in a row after which an agent counts as failing (one can be a broker's blip)."""
+FAILED_IN_A_ROW = Gauge(
+    "ctxbudget_batches_failed_in_a_row", "Batches an agent failed to apply since it last applied one.", ["agent"]
+)
 
 
 class Pingable(Protocol):
@@ -121,9 +126,38 @@ class KafkaProbe(_CachedProbe):
             await asyncio.sleep(interval)
 
 
+@dataclass
+class FailingAgents:
+    """Each agent's batches failed in a row, and the last failure. A failed batch is read again from the committed
+    offset, so an agent whose batch fails every time moves nothing while the process looks alive: readiness says so
+    (`failing`), with why."""
+
+    after: int = FAILING_AFTER
+    _failures: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def failed(self, agent: str, error: BaseException) -> None:
+        count = self._failures.get(agent, (0, ""))[0] + 1
+        self._failures[agent] = (count, f"{type(error).__name__}: {error}"[:500])
+        FAILED_IN_A_ROW.labels(agent).set(count)
+
+    def applied(self, agent: str) -> None:
+        if self._failures.pop(agent, None) is not None:
+            FAILED_IN_A_ROW.labels(agent).set(0)
+
+    def failing(self) -> dict[str, str]:
+        """The agents failing now, each with its count and last error."""
+        return {
+            agent: f"{count} batches failed in a row, last: {error}"
+            for agent, (count, error) in self._failures.items()
+            if count >= self.after
+        }
+
+
 @dataclass(frozen=True)
 class Readiness:
     checks: Mapping[str, bool]
+    failing: Mapping[str, str] = field(default_factory=dict)
+    """Agents whose batches keep failing, with why (`FailingAgents.failing`): the check `agents_applying` fails."""
 
     @property
     def ready(self) -> bool:
@@ -134,7 +168,10 @@ class Readiness:
         return 200 if self.ready else 503
 
     def body(self) -> dict[str, object]:
-        return {"ready": self.ready, "checks": dict(self.checks)}
+        body: dict[str, object] = {"ready": self.ready, "checks": dict(self.checks)}
+        if self.failing:
+            body["failing"] = dict(self.failing)
+        return body
 
 
 def metrics_text() -> tuple[bytes, str]:

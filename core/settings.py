@@ -115,6 +115,16 @@ class Settings(BaseSettings):
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()
 
+    def private_data_dir(self, *parts: str) -> Path:
+        """The data dir (or a folder in it), created if missing, and the data dir readable by its owner only: it
+        holds the token secret, the operator token and the database."""
+        data_dir = self.resolved_data_dir
+        path = data_dir.joinpath(*parts)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in {data_dir, path}:
+            folder.chmod(0o700)
+        return path
+
     @property
     def clickhouse_url(self) -> str:
         return self.clickhouse_dsn or f"chdb://{self.resolved_data_dir / 'clickhouse'}"

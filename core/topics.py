@@ -39,8 +39,16 @@ CONVERSATION_THREADS = "conversation-threads"
 DEADLETTER = "deadletter"
 
 WEEK_MS = 7 * 24 * 3600 * 1000
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""Dead letters carry a whole input record (up to Kafka's default 1 MB) base64-encoded, so their topic takes more."""
+MAX_INPUT_BYTES = 1024 * 1024
+"""The largest record a writer of ours puts on an input topic (the API's largest body, `api.settings`)."""
+MAX_MESSAGE_BYTES = 4 * MAX_INPUT_BYTES
+"""Every topic's `max.message.bytes` (table changelogs too), and the most any output record may weigh: what one input
+causes can be several times its size (a thread's state holds its package, and a checklist copied from it, twice), so
+outputs get room above the inputs. An output larger still is not sent: its input is dead-lettered
+(`streams.runtime.agents`, `output_too_large`), since a record Kafka refuses would stop its partition for good."""
+DEADLETTER_MAX_BYTES = MAX_MESSAGE_BYTES * 3 // 2
+"""A dead letter carries its input whole, base64-encoded (4/3 of its size), with a detail of up to 64 KiB."""
+MESSAGE_SIZE_CONFIGS = {"max.message.bytes": str(MAX_MESSAGE_BYTES)}
 
 
 @dataclass(frozen=True)
@@ -50,15 +58,14 @@ class TopicSpec:
     compacted: bool
     doc: str
     retention_ms: int = WEEK_MS
-    max_message_bytes: int | None = None
+    max_message_bytes: int = MAX_MESSAGE_BYTES
 
     def configs(self) -> dict[str, str]:
         if self.compacted:
             configs = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(3600 * 1000)}
         else:
             configs = {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
-        if self.max_message_bytes:
-            configs["max.message.bytes"] = str(self.max_message_bytes)
+        configs["max.message.bytes"] = str(self.max_message_bytes)
         return configs
 
 
@@ -99,9 +106,14 @@ TOPICS: tuple[TopicSpec, ...] = (
         False,
         "DeadLetter: invalid input with reason and original bytes",
         retention_ms=30 * WEEK_MS,
-        max_message_bytes=MAX_MESSAGE_BYTES,
+        max_message_bytes=DEADLETTER_MAX_BYTES,
     ),
 )
+
+
+def max_message_bytes(unprefixed: str) -> int:
+    """The most one record of `unprefixed` (a topic of `TOPICS`, or a table's changelog) may weigh."""
+    return DEADLETTER_MAX_BYTES if unprefixed == DEADLETTER else MAX_MESSAGE_BYTES
 
 
 def compacted_topics(settings: Settings) -> frozenset[str]:

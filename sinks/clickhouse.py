@@ -17,6 +17,8 @@ def connect(dsn: str) -> Client:
     """Open a client for `dsn`. Timestamps come back timezone-aware (UTC), as the schemas require."""
     parsed = urlparse(dsn)
     if parsed.scheme == "chdb":
-        # The embedded engine creates its data folder, but not the folders above it.
-        Path(parsed.path).parent.mkdir(parents=True, exist_ok=True)
+        # Created here, owner only (chdb would create it 0755, and not the folders above it).
+        folder = Path(parsed.path)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
     return clickhouse_connect.get_client(dsn=dsn, tz_mode="aware")

@@ -15,11 +15,15 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from core.ids import short_text
-from core.topics import DEADLETTER
+from core.topics import DEADLETTER, MAX_MESSAGE_BYTES, max_message_bytes
 from schemas import DeadLetter, DecodeError, Record
+from schemas.codec import encode_record
 
 log = logging.getLogger(__name__)
 FOLD_FAILED = "fold_failed"
+OUTPUT_TOO_LARGE = "output_too_large"
+RECORD_OVERHEAD_BYTES = 1024
+"""Room left under a topic's `max.message.bytes` for the record batch's own header and the record's key and framing."""
 
 S = TypeVar("S")
 K = TypeVar("K", bytes, str)
@@ -54,7 +58,68 @@ class BatchResult(Generic[S]):
     emits: list[Emit] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
     """What the batch decided besides states and outputs, for metrics: `snapshot_<verdict>`, `level_mismatch`,
-    `fold_failed`."""
+    `fold_failed`, `output_too_large`."""
+
+
+@dataclass(frozen=True)
+class Encoded(Generic[S]):
+    """A batch's outputs as Kafka takes them: (unprefixed topic, key, value) per output, (key, value, state) per
+    changed state (its changelog record)."""
+
+    emits: list[tuple[str, bytes, bytes]]
+    states: list[tuple[bytes, bytes, S]]
+
+    @classmethod
+    def of(cls, result: BatchResult[S]) -> Encoded[S]:
+        return cls(
+            [(e.topic, e.key.encode(), encode_record(e.record)) for e in result.emits],
+            [(key.encode(), encode_record(state), state) for key, state in result.states.items()],
+        )
+
+    def too_large(self) -> str | None:
+        """Why Kafka would refuse one of these records (the first found), None when every one fits its topic."""
+        records = [(topic, key, value, max_message_bytes(topic)) for topic, key, value in self.emits]
+        records += [("state changelog", key, value, MAX_MESSAGE_BYTES) for key, value, _ in self.states]
+        for topic, key, value, limit in records:
+            if len(value) + RECORD_OVERHEAD_BYTES > limit:
+                shown = key.decode(errors="replace")
+                return f"its {topic} record for {shown!r} weighs {len(value)} bytes, over the {limit} Kafka takes"
+        return None
+
+
+T = TypeVar("T")
+
+
+def bounded(
+    run: Callable[[list[T], Callable[[str], S | None]], BatchResult[S]],
+    items: list[T],
+    load: Callable[[str], S | None],
+    refuse: Callable[[T, str, BatchResult[S]], None],
+) -> tuple[BatchResult[S], Encoded[S]]:
+    """`run(items, load)` and its encoding, when every record it publishes fits its topic. Otherwise each item is run
+    alone, over the states the ones before it left, and an item whose own outputs do not all fit is `refuse`d (told
+    why, and the result to add its dead letter to) instead of applied: Kafka would refuse the batch again on every
+    replay, and the partition would never move on. Rare, so the common batch pays one encoding and a length check."""
+    result = run(items, load)
+    encoded = Encoded.of(result)
+    if encoded.too_large() is None:
+        return result, encoded
+    combined: BatchResult[S] = BatchResult()
+
+    def load_applied(key: str) -> S | None:
+        return combined.states[key] if key in combined.states else load(key)
+
+    for item in items:
+        one = run([item], load_applied)
+        why = Encoded.of(one).too_large()
+        if why is not None:
+            combined.outcomes[OUTPUT_TOO_LARGE] += 1
+            refuse(item, why, combined)
+            continue
+        combined.states.update(one.states)
+        combined.emits.extend(one.emits)
+        combined.outcomes.update(one.outcomes)
+    return combined, Encoded.of(combined)
 
 
 class Decoder(Protocol):
@@ -86,6 +151,42 @@ def dead_letter(message: InputMessage, reason: str, detail: str, now: datetime, 
             received_at=message.timestamp or now,
         ),
     )
+
+
+def bounded_batch(
+    batch: Callable[[list[InputMessage], Callable[[str], S | None], datetime], BatchResult[S]],
+    messages: list[InputMessage],
+    load: Callable[[str], S | None],
+    now: datetime,
+    prefix: str,
+) -> tuple[BatchResult[S], Encoded[S]]:
+    """A keyed fold's batch, `bounded`: a record whose outputs Kafka would refuse is dead-lettered
+    (`output_too_large`) and the rest applied."""
+    return bounded(
+        lambda items, load_: batch(items, load_, now),
+        messages,
+        load,
+        lambda message, why, result: output_too_large(message, why, result, now, prefix),
+    )
+
+
+def bounded_tick(
+    tick: Callable[[Iterable[tuple[str, S]], datetime], BatchResult[S]], states: list[tuple[str, S]], now: datetime
+) -> tuple[BatchResult[S], Encoded[S]]:
+    """A fold's timer, `bounded`: a state whose timed outputs Kafka would refuse stays as it was (no input to
+    dead-letter: it is logged and counted, and tried again at its next deadline)."""
+
+    def refuse(item: tuple[str, S], why: str, result: BatchResult[S]) -> None:
+        log.error("timer outputs of %s too large, state left as it was: %s", item[0], why)
+
+    return bounded(lambda items, _: tick(items, now), states, lambda _: None, refuse)
+
+
+def output_too_large(message: InputMessage, why: str, result: BatchResult[Any], now: datetime, prefix: str) -> None:
+    """`message`'s outputs would not fit Kafka's message size: its key keeps the state it had, and the record goes to
+    the dead-letter topic whole with why, like a record the fold raised on."""
+    log.error("outputs of %s[%d]@%d too large: %s", message.topic, message.partition, message.offset, why)
+    result.emits.append(dead_letter(message, OUTPUT_TOO_LARGE, why, now, prefix))
 
 
 def fold_failure(message: InputMessage, error: Exception, result: BatchResult[Any], now: datetime, prefix: str) -> None:

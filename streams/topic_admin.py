@@ -17,10 +17,11 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from core.settings import Settings
-from core.topics import TOPICS, TopicSpec
+from core.topics import MESSAGE_SIZE_CONFIGS, TOPICS, TopicSpec
 
-CHANGELOG_CONFIGS = {"cleanup.policy": "compact"}
-"""What Faust itself declares for a table changelog: the latest value per key is the table."""
+CHANGELOG_CONFIGS = {"cleanup.policy": "compact", **MESSAGE_SIZE_CONFIGS}
+"""What the tables declare for their changelogs (`streams.runtime.agents`): the latest value per key is the table, and
+a state may weigh what an output may."""
 SERVED_WITHIN_SECONDS = 30.0
 """How long a created topic may take to appear in the broker's metadata."""
 

@@ -35,14 +35,18 @@ async def run_sql(
         SqlFormat, Query(description="json: JSONEachRow; csv: CSVWithNames; tsv: TabSeparatedWithNames.")
     ] = SqlFormat.JSON,
 ) -> Response:
-    """The body is one SQL statement (UTF-8), run with ClickHouse's `readonly=1` and the configured row and time
-    limits; a write, DDL, SET or a second statement answers 400 with ClickHouse's message."""
+    """The body is one SELECT (UTF-8) over the pipeline's tables, run with ClickHouse's `readonly=1` and the configured
+    row, byte, memory and time limits; anything else (a write, DDL, SET, SHOW, a second statement, a function or table
+    function that reaches outside, `system.*` or another database) answers 400 with why (api/sql.py)."""
     body = await read_body(request, context.api.sql_max_query_bytes, context.api.body_timeout_seconds)
     try:
         query = body.decode()
     except UnicodeDecodeError as error:
         raise HTTPException(400, "the query is not UTF-8") from error
-    limits = SqlLimits(context.api.sql_max_result_rows, context.api.sql_max_execution_seconds)
+    api = context.api
+    limits = SqlLimits(
+        api.sql_max_result_rows, api.sql_max_execution_seconds, api.sql_max_result_bytes, api.sql_max_memory_bytes
+    )
     try:
         result = await run_in_threadpool(run_readonly, context.settings.clickhouse_url, query, format, limits)
     except SqlRefused as error:

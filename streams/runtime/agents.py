@@ -34,7 +34,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -42,12 +42,24 @@ from faust.types import TP
 
 from core.deadlines import DeadlineIndex
 from core.folds import Fold
+from core.health import FailingAgents
 from core.settings import Settings
-from core.topics import compacted_topics
+from core.topics import MESSAGE_SIZE_CONFIGS, compacted_topics
 from schemas import DecodeError
-from schemas.codec import encode_record
 from streams import metrics
-from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
+from streams.batching import (
+    BatchResult,
+    DecodedStates,
+    Emit,
+    Encoded,
+    InputMessage,
+    bounded,
+    bounded_batch,
+    bounded_tick,
+    dead_letter,
+    decode_keyed,
+    output_too_large,
+)
 from streams.runtime import faust_fixes
 from streams.runtime.policy_table import MirroredTable
 from streams.runtime.produce import partition_of, produce
@@ -78,6 +90,7 @@ class Runtime:
         self.app = app
         self.settings = settings
         self.progress = faust_fixes.track_progress(app)
+        self.failures = FailingAgents()
         self._partition_counts: dict[str, int] = {}
 
     def topic(self, *names: str) -> faust.TopicT:
@@ -96,16 +109,18 @@ class Runtime:
             timestamp=datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None,
         )
 
-    async def emit(self, fold: Fold, emits: Sequence[Emit]) -> None:
+    async def emit(self, fold: Fold, emits: Sequence[Emit], encoded: Encoded[Any] | None = None) -> None:
         """`send` the records `fold` emitted, all of them only if every one goes to a topic it declares."""
         check_outputs(fold, emits)
-        await self.send(emits)
+        await self.send(emits, encoded)
 
-    async def send(self, emits: Sequence[Emit]) -> None:
-        """Send and wait for Kafka's acknowledgement of each record (Faust's Topic.send futures resolved earlier
-        than that here: a SIGKILL then lost outputs whose states were already written)."""
+    async def send(self, emits: Sequence[Emit], encoded: Encoded[Any] | None = None) -> None:
+        """Send (`encoded`: as `Encoded.of` encoded them) and wait for Kafka's acknowledgement of each record (Faust's
+        Topic.send futures resolved earlier than that here: a SIGKILL then lost outputs whose states were already
+        written)."""
         metrics.observe_sent(emits)
-        await self.produce((self.settings.topic(e.topic), e.key.encode(), encode_record(e.record)) for e in emits)
+        records = encoded.emits if encoded is not None else Encoded.of(BatchResult(emits=list(emits))).emits
+        await self.produce((self.settings.topic(topic), key, value) for topic, key, value in records)
 
     async def produce(self, records: Iterable[tuple[str, bytes, bytes]]) -> None:
         """Send (topic, key, value) records, batched per partition, and wait until Kafka has acknowledged each."""
@@ -141,7 +156,15 @@ class Runtime:
         intake = OrderedIntake(self, fold.name, [settings.topic(t) for t in fold.inputs], busy=lambda: False)
 
         async def apply(events: list[faust.EventT]) -> None:
-            await self.emit(fold, batch([self.message(event) for event in events], datetime.now(UTC)))
+            now = datetime.now(UTC)
+            result, encoded = bounded(
+                lambda messages, _: BatchResult(emits=list(batch(messages, now))),
+                [self.message(event) for event in events],
+                lambda _: None,
+                lambda message, why, result: output_too_large(message, why, result, now, settings.topic_prefix),
+            )
+            await self.emit(fold, result.emits, encoded)
+            metrics.observe_outcomes(result.outcomes)
 
         async def agent(stream: faust.StreamT) -> None:
             async for events in intake.batches(stream, settings.batch_size, settings.batch_seconds):
@@ -160,7 +183,9 @@ class Runtime:
         read again instead of committed past on another reader's word."""
         settings = self.settings
         (topic,) = fold.inputs
-        table = MirroredTable.register(self.app, topic, settings.topic_partitions, decode, **RAW)
+        table = MirroredTable.register(
+            self.app, topic, settings.topic_partitions, decode, extra_topic_configs=MESSAGE_SIZE_CONFIGS, **RAW
+        )
         intake = OrderedIntake(self, fold.name, [settings.topic(topic)], busy=lambda: False)
         prefix = settings.topic_prefix
 
@@ -212,7 +237,14 @@ class KeyedFold(Generic[S]):
         name, inputs = fold.name, fold.inputs
         self.runtime = runtime
         self.fold = fold
-        self.table = app.Table(name, partitions=settings.topic_partitions, use_partitioner=True, default=None, **RAW)
+        self.table = app.Table(
+            name,
+            partitions=settings.topic_partitions,
+            use_partitioner=True,
+            default=None,
+            extra_topic_configs=MESSAGE_SIZE_CONFIGS,
+            **RAW,
+        )
         self.lock = asyncio.Lock()
         topics = [settings.topic(n) for n in inputs]
         self.intake = OrderedIntake(runtime, name, topics, busy=self.lock.locked)
@@ -254,8 +286,10 @@ class KeyedFold(Generic[S]):
     async def _on_batch(self, stream: faust.StreamT, events: Sequence[faust.EventT], batch: BatchFn[S]) -> None:
         async def apply(applied: list[faust.EventT]) -> None:
             async with self.lock:
-                result = batch([self.runtime.message(event) for event in applied], self.load, datetime.now(UTC))
-                await self._publish(result)
+                messages = [self.runtime.message(event) for event in applied]
+                prefix = self.runtime.settings.topic_prefix
+                result, encoded = bounded_batch(batch, messages, self.load, datetime.now(UTC), prefix)
+                await self._publish(result, encoded)
             metrics.observe_batch(self.name, [event.message for event in applied])
             metrics.observe_outcomes(result.outcomes)
 
@@ -270,13 +304,13 @@ class KeyedFold(Generic[S]):
                 now = datetime.now(UTC)
                 if self.wake is None:
                     owned = list(self._owned())
-                    result = tick(owned, now)
-                    await self._publish(result)
+                    result, encoded = bounded_tick(tick, owned, now)
+                    await self._publish(result, encoded)
                     states: Iterable[S] = (state for _, state in owned)
                 else:
                     due = self._due(now)
-                    result = tick(((key.decode(), state) for key, state in due), now)
-                    await self._publish(result)
+                    result, encoded = bounded_tick(tick, [(key.decode(), state) for key, state in due], now)
+                    await self._publish(result, encoded)
                     for key, state in due:  # unchanged: not before its next deadline
                         if key.decode() not in result.states:
                             self._deadlines.set(key, self.wake(state, now))
@@ -285,14 +319,13 @@ class KeyedFold(Generic[S]):
                     self.census(states)
                 metrics.observe_outcomes(result.outcomes)
 
-    async def _publish(self, result: BatchResult[S]) -> None:
-        await self.runtime.emit(self.fold, result.emits)
-        encoded = [(key.encode(), encode_record(state), state) for key, state in result.states.items()]
+    async def _publish(self, result: BatchResult[S], encoded: Encoded[S]) -> None:
+        await self.runtime.emit(self.fold, result.emits, encoded)
         # The changelog records are ours, batched like the outputs; the table's store is written once they are in
         # Kafka (a Faust table write would send each one on its own, and change the store before it is confirmed).
         changelog = self.table.changelog_topic.get_topic_name()
-        await self.runtime.produce((changelog, raw_key, raw) for raw_key, raw, _ in encoded)
-        for raw_key, raw, state in encoded:
+        await self.runtime.produce((changelog, raw_key, raw) for raw_key, raw, _ in encoded.states)
+        for raw_key, raw, state in encoded.states:
             self.table.data[raw_key] = raw
             self._decoded.written(raw_key, raw, state)
             if self.wake is not None:
@@ -333,6 +366,7 @@ class OrderedIntake:
         self.topics = frozenset(topics)
         self.progress = runtime.progress
         self.progress.register(name, self.topics)
+        self.failures = runtime.failures
         self.bootstrap_servers = str(runtime.settings.kafka_bootstrap_servers)
         compacted = compacted_topics(runtime.settings)
         self.sequencer: Sequencer[TP] = Sequencer(committed=self.committed, compacted=lambda tp: tp.topic in compacted)
@@ -389,7 +423,12 @@ class OrderedIntake:
             verdicts = await self.admit(events)
             if verdicts is None:
                 return
-            await apply([event for event, verdict in verdicts if verdict is Admit.APPLY])
+            try:
+                await apply([event for event, verdict in verdicts if verdict is Admit.APPLY])
+            except Exception as error:
+                self.failures.failed(self.name, error)
+                raise
+            self.failures.applied(self.name)
             self.report({event.message.tp for event, _ in verdicts})
             for event, verdict in verdicts:
                 if verdict is Admit.AHEAD:

@@ -14,7 +14,7 @@ from typing import Any
 import faust
 
 from core.settings import Settings
-from core.topics import MAX_MESSAGE_BYTES, compacted_topics
+from core.topics import DEADLETTER_MAX_BYTES, compacted_topics
 from streams.runtime import faust_delivery, faust_fixes
 from streams.runtime.stacks import task_stacks
 
@@ -24,8 +24,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_delivery.apply()
     if not settings.kafka_bootstrap_servers:
         raise ValueError("kafka_bootstrap_servers is not set (start one with `ctxbudget kafka up`)")
-    datadir = settings.resolved_data_dir / "faust"
-    datadir.parent.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
+    datadir = settings.private_data_dir() / "faust"  # Faust creates only the last level
     return faust.App(
         settings.faust_app_id,
         broker=[f"kafka://{server}" for server in settings.kafka_bootstrap_servers.split(",")],
@@ -49,7 +48,7 @@ def create_app(settings: Settings) -> faust.App:
         processing_guarantee="at_least_once",
         # Keys and values stay bytes through Faust: decoding (and dead-lettering what fails) is ours, with the codecs
         # of `schemas`. (A per-topic faust.Schema for this stops agents from consuming once a table exists.)
-        producer_max_request_size=MAX_MESSAGE_BYTES,  # room for a dead letter of a 1 MB input
+        producer_max_request_size=DEADLETTER_MAX_BYTES,  # the largest record of any topic (core.topics)
         key_serializer="raw",
         value_serializer="raw",
     )

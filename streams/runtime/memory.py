@@ -25,7 +25,16 @@ from core.folds import Fold
 from core.settings import Settings
 from schemas import DecodeError, Record
 from schemas.codec import encode_record
-from streams.batching import BatchResult, DecodedStates, Emit, InputMessage, dead_letter, decode_keyed
+from streams.batching import (
+    BatchResult,
+    DecodedStates,
+    Emit,
+    InputMessage,
+    bounded_batch,
+    bounded_tick,
+    dead_letter,
+    decode_keyed,
+)
 from streams.runtime.protocol import (
     BatchFn,
     PartitionWriter,
@@ -84,10 +93,12 @@ class MemoryRuntime:
             raw = table.get(key)
             return None if raw is None else decoded.get(key, raw)
 
-        def publish(result: BatchResult[Any]) -> None:
+        def publish(bounded: tuple[BatchResult[Any], Any]) -> None:
+            result, encoded = bounded
             self._publish(fold, result.emits)
-            for key, state in result.states.items():
-                raw = table[key] = encode_record(state)
+            for raw_key, raw, state in encoded.states:
+                key = raw_key.decode()
+                table[key] = raw
                 decoded.written(key, raw, state)
                 if wake is not None:
                     deadlines.set(key, wake(state, None))
@@ -95,11 +106,11 @@ class MemoryRuntime:
         def on_tick(now: datetime) -> None:
             assert tick is not None
             if wake is None:
-                publish(tick([(key, load(key)) for key in table], now))
+                publish(bounded_tick(tick, [(key, load(key)) for key in table], now))
             else:
                 due = [(key, load(key)) for key in deadlines.due(now)]
-                result = tick(due, now)
-                publish(result)
+                result, encoded = bounded_tick(tick, due, now)
+                publish((result, encoded))
                 for key, state in due:  # unchanged: not before its next deadline
                     if key not in result.states:
                         deadlines.set(key, wake(state, now))
@@ -107,7 +118,12 @@ class MemoryRuntime:
                 census(load(key) for key in table)
 
         self._readers.append(
-            _Reader(fold, lambda messages: publish(batch(messages, load, self.now)), on_tick if tick else None, load)
+            _Reader(
+                fold,
+                lambda messages: publish(bounded_batch(batch, messages, load, self.now, self.settings.topic_prefix)),
+                on_tick if tick else None,
+                load,
+            )
         )
 
     def stateless_fold(self, fold: Fold, batch: StatelessFn) -> None:

@@ -2,8 +2,10 @@
 
 Faust starts its web server before the consumer and the table recovery, so `/healthz` answers from the start and
 `/readyz` says why the worker is not ready yet: Kafka unreachable, no partitions assigned, a rebalance or table
-recovery under way, or ClickHouse unreachable (checked only when the worker writes to ClickHouse). Kafka is probed
-every second by a task of the worker too, which gives the log an outage's first and last lines (core/logs.py).
+recovery under way, ClickHouse unreachable (checked only when the worker writes to ClickHouse), or an agent whose
+batches keep failing (each is then read again from its committed offset and nothing moves; `failing` names it).
+Kafka is probed every second by a task of the worker too, which gives the log an outage's first and last lines
+(core/logs.py).
 
 `/healthz` fails only when a rebalance is stuck (`RebalanceWatch`: no progress for `stuck_rebalance_seconds`); the
 worker then logs, once, what the rebalance waits for. A supervisor that restarts a worker failing /healthz ends it,
@@ -22,7 +24,7 @@ import faust
 from faust.types import TP
 from faust.web import Request, Response, View
 
-from core.health import ClickHouseProbe, KafkaProbe, Readiness, RebalanceWatch, metrics_text
+from core.health import ClickHouseProbe, FailingAgents, KafkaProbe, Readiness, RebalanceWatch, metrics_text
 from core.settings import Settings
 from streams.metrics import observe_lag, partition_lag
 from streams.runtime.stacks import task_stacks
@@ -34,7 +36,12 @@ REBALANCE_CODE = ("faust/tables/recovery.py", "faust/transport/consumer.py", "fa
 log = logging.getLogger(__name__)
 
 
-async def worker_readiness(app: faust.App, probe: ClickHouseProbe | None, kafka: KafkaProbe | None = None) -> Readiness:
+async def worker_readiness(
+    app: faust.App,
+    probe: ClickHouseProbe | None,
+    kafka: KafkaProbe | None = None,
+    failures: FailingAgents | None = None,
+) -> Readiness:
     recovery = app.tables.recovery
     checks = {} if kafka is None else {"kafka": await kafka.reachable()}
     checks |= {
@@ -43,7 +50,9 @@ async def worker_readiness(app: faust.App, probe: ClickHouseProbe | None, kafka:
     }
     if probe is not None:
         checks["clickhouse"] = await probe.reachable()
-    return Readiness(checks)
+    failing = failures.failing() if failures is not None else {}
+    checks["agents_applying"] = not failing
+    return Readiness(checks, failing)
 
 
 async def consumer_lags(app: faust.App, prefix: str) -> dict[tuple[str, int], int]:
@@ -85,9 +94,9 @@ def rebalance_report(app: faust.App, stuck_seconds: float) -> str:
     return "\n".join([summary, *stacks])
 
 
-def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -> None:
+def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None, failures: FailingAgents) -> None:
     """Register the pages (served when `settings.worker_web_port` enables the web server), the lag sampler and the
-    rebalance watch."""
+    rebalance watch. `/readyz` fails while an agent's batches keep failing (`failures`)."""
     watch = RebalanceWatch(settings.stuck_rebalance_seconds)
     assert settings.kafka_bootstrap_servers is not None  # the app was created with it
     kafka = KafkaProbe(settings.kafka_bootstrap_servers)
@@ -101,7 +110,7 @@ def install(app: faust.App, settings: Settings, probe: ClickHouseProbe | None) -
 
     @app.page("/readyz")
     async def readyz(self: View, request: Request) -> Response:
-        readiness = await worker_readiness(app, probe, kafka)
+        readiness = await worker_readiness(app, probe, kafka, failures)
         return self.json(readiness.body(), status=readiness.status)
 
     @app.page("/metrics")

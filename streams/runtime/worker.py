@@ -18,6 +18,7 @@ def build(settings: Settings, clickhouse: Client | None = None) -> faust.App:
     sinks write every route into it."""
     app = create_app(settings)
     runtime = Runtime(app, settings)
-    observability.install(app, settings, ClickHouseProbe.of(clickhouse) if clickhouse is not None else None)
+    probe = ClickHouseProbe.of(clickhouse) if clickhouse is not None else None
+    observability.install(app, settings, probe, runtime.failures)
     wire(runtime, settings, clickhouse)
     return app

@@ -15,6 +15,7 @@ from typing import Any
 from faust.tables.recovery import Recovery
 from mode import Service
 
+from core.health import FailingAgents
 from core.logs import logging_config
 from core.settings import Settings
 from streams.runtime import observability
@@ -46,7 +47,7 @@ def main() -> None:
         services.append(Stuck())
     else:
         app.Table("stuck", partitions=settings.topic_partitions, default=None, key_type=bytes, value_type=bytes)
-        observability.install(app, settings, None)
+        observability.install(app, settings, None, FailingAgents())
         Recovery._build_highwaters = never_answers  # type: ignore[method-assign]
     Worker(
         app,

@@ -36,7 +36,12 @@ from tests.unit.api.fakes import RecordingPublisher, bearer
 pytestmark = pytest.mark.clickhouse
 
 ROWS = 5
-LIMITS = ApiSettings(sql_max_result_rows=20, sql_max_execution_seconds=1.0)
+LIMITS = ApiSettings(
+    sql_max_result_rows=20,
+    sql_max_execution_seconds=1.0,
+    sql_max_result_bytes=4 * 1024 * 1024,
+    sql_max_memory_bytes=256 * 1024 * 1024,
+)
 
 
 def sql_app(clickhouse: Any, clickhouse_dsn: str, data_dir: Path) -> tuple[FastAPI, bytes]:
@@ -97,22 +102,46 @@ def test_a_trailing_semicolon_and_comments_are_one_statement(served, table) -> N
     assert orjson.loads(answer.content) == {"c": ROWS}
 
 
+ONLY_SELECT = "only a SELECT may run here"
 REFUSED = {
-    "insert": ("INSERT INTO {t} VALUES (99, 'x')", "Cannot execute query in readonly mode"),
-    "insert-select": ("INSERT INTO {t} SELECT number, 'x' FROM numbers(3)", "Cannot execute query in readonly mode"),
-    "create": ("CREATE TABLE {t}_copy (n UInt8) ENGINE = Memory", "Cannot execute query in readonly mode"),
-    "drop": ("DROP TABLE {t}", "Cannot execute query in readonly mode"),
-    "truncate": ("TRUNCATE TABLE {t}", "Cannot execute query in readonly mode"),
-    "alter": ("ALTER TABLE {t} DELETE WHERE 1", "Cannot execute query in readonly mode"),
-    "set": ("SET readonly = 0", "Cannot modify 'readonly' setting in readonly mode"),
+    "insert": ("INSERT INTO {t} VALUES (99, 'x')", ONLY_SELECT),
+    "insert-select": ("INSERT INTO {t} SELECT number, 'x' FROM numbers(3)", ONLY_SELECT),
+    "create": ("CREATE TABLE {t}_copy (n UInt8) ENGINE = Memory", ONLY_SELECT),
+    "drop": ("DROP TABLE {t}", ONLY_SELECT),
+    "truncate": ("TRUNCATE TABLE {t}", ONLY_SELECT),
+    "alter": ("ALTER TABLE {t} DELETE WHERE 1", ONLY_SELECT),
+    "set": ("SET readonly = 0", ONLY_SELECT),
     "second-statement": ("SELECT 1; DROP TABLE {t}", "Multi-statements are not allowed"),
     "two-selects": ("SELECT 1; SELECT 2", "Multi-statements are not allowed"),
     "settings-readonly": ("SELECT count() FROM {t} SETTINGS readonly = 0", "Cannot modify 'readonly' setting"),
     "settings-row-limit": ("SELECT * FROM {t} SETTINGS max_result_rows = 0", "Cannot modify 'max_result_rows'"),
+    "settings-memory": ("SELECT 1 SETTINGS max_memory_usage = 0", "Cannot modify 'max_memory_usage'"),
     "kill": ("KILL QUERY WHERE 1", "KILL is refused"),
     "into-outfile": ("SELECT 1 INTO OUTFILE '{out}'", "INTO OUTFILE is refused"),
-    "file-function": ("SELECT * FROM file('/etc/hostname', 'LineAsString')", "Cannot execute query in readonly"),
     "empty": ("  ", "Empty query"),
+    # Reads outside the pipeline's tables (issue 38, 2): the scalar file() read any file readonly=1 let through.
+    "file-function": ("SELECT * FROM file('/etc/hostname', 'LineAsString')", "the table function file is refused"),
+    "file-scalar": ("SELECT file('{secret}') AS s", "the function file is refused"),
+    "file-scalar-nested": ("SELECT n FROM {t} WHERE n = length(upper(file('/proc/self/environ')))", "function file"),
+    "file-scalar-subquery": ("SELECT (SELECT file('/etc/hostname')) AS s", "the function file is refused"),
+    "url": ("SELECT * FROM url('http://127.0.0.1:9/', 'LineAsString')", "the table function url is refused"),
+    "s3": ("SELECT * FROM s3('http://127.0.0.1:9/b/k', 'CSV')", "the table function s3 is refused"),
+    "remote": ("SELECT * FROM remote('127.0.0.1:9', system.one)", "the table function remote is refused"),
+    "executable": ("SELECT * FROM executable('id', 'TSV', 'x String')", "the table function executable is refused"),
+    "merge": ("SELECT * FROM merge('system', '^one$')", "the table function merge is refused"),
+    "filesystem": ("SELECT filesystemAvailable() AS b", "the function filesystemAvailable is refused"),
+    "settings-leak": ("SELECT getSetting('max_memory_usage') AS s", "the function getSetting is refused"),
+    "host": ("SELECT hostName() AS h", "the function hostName is refused"),
+    "dictionary": ("SELECT dictGet('d', 'v', 1) AS v", "the function dictGet is refused"),
+    "ai": ("SELECT aiGenerate('hello') AS v", "the function aiGenerate is refused"),
+    "system-table": ("SELECT name FROM system.tables", "the table system.tables is refused"),
+    "system-in": ("SELECT n FROM {t} WHERE (label, label) IN system.build_options", "table system.build_options"),
+    "system-subquery": ("SELECT n FROM {t} WHERE label IN (SELECT name FROM system.tables)", "table system.tables"),
+    "system-join": ("SELECT n FROM {t} AS a JOIN system.settings AS s ON 1 = 1", "table system.settings is refused"),
+    "information-schema": ("SELECT * FROM information_schema.tables", "the table information_schema.tables"),
+    "show": ("SHOW TABLES FROM system", ONLY_SELECT),
+    "describe-file": ("DESCRIBE file('/etc/hostname')", ONLY_SELECT),
+    "explain": ("EXPLAIN SELECT file('/etc/hostname')", ONLY_SELECT),
 }
 
 
@@ -123,9 +152,11 @@ def test_writes_ddl_settings_and_a_second_statement_are_refused_with_clickhouses
     client, operator = served
     query, message = REFUSED[kind]
     out = tmp_path / "out.tsv"
-    answer = post(client, operator, query.format(t=table, out=out))
+    secret = tmp_path / "api-token-secret"
+    answer = post(client, operator, query.format(t=table, out=out, secret=secret))
     assert answer.status_code == 400, answer.text
     assert message in answer.json()["detail"]
+    assert secret.read_text().strip() not in answer.text
     assert not out.exists()
     # Nothing changed, and the sinks' own session is as writable as before.
     assert clickhouse.query(f"SELECT count() FROM {table}").result_rows == [(ROWS,)]
@@ -140,6 +171,50 @@ def test_a_result_over_the_row_limit_is_refused(served) -> None:
     answer = post(client, operator, f"SELECT number FROM numbers({LIMITS.sql_max_result_rows + 1})")
     assert answer.status_code == 400
     assert "Limit for result exceeded" in answer.json()["detail"]
+
+
+ALLOWED = {
+    "combinator": ("SELECT countIf(n > 1) AS c, sumState(n) IS NOT NULL AS s FROM {t}", b'{"c":3,"s":1}\n'),
+    "window": ("SELECT n, row_number() OVER (ORDER BY n DESC) AS r FROM {t} ORDER BY n LIMIT 1", b'{"n":0,"r":5}\n'),
+    "lambda-cte-join": (
+        "WITH c AS (SELECT n FROM {t}) SELECT arraySum(arrayMap(x -> x * 2, groupArray(c.n))) AS s"
+        " FROM c JOIN numbers(3) AS g ON c.n = g.number",
+        b'{"s":6}\n',
+    ),
+    "in-subquery-case-insensitive": (
+        "select COUNT() as c from {t} where n IN (SELECT number FROM numbers(2)) AND lower(label) LIKE 'row-%'",
+        b'{"c":2}\n',
+    ),
+    "dates-strings-json": (
+        "SELECT toDate('2026-01-02') + 1 AS d, JSONExtractString('{{\"a\":\"b\"}}', 'a') AS j",
+        b'{"d":"2026-01-03","j":"b"}\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(ALLOWED))
+def test_analysts_sql_over_the_pipelines_tables_still_runs(served, table, kind: str) -> None:
+    client, operator = served
+    query, expected = ALLOWED[kind]
+    answer = post(client, operator, query.format(t=table))
+    assert answer.status_code == 200, answer.text
+    assert answer.content == expected
+
+
+def test_a_result_over_the_byte_limit_and_a_query_over_the_memory_limit_are_stopped(served) -> None:
+    client, operator = served
+    # 20 rows (the row limit) of 1 MB each: over the byte limit; a groupArray of 2e8 numbers: over the memory limit.
+    answer = post(client, operator, "SELECT repeat('x', 999999 + number % 2) AS x FROM numbers(20)")
+    assert answer.status_code == 400
+    assert "Limit for result exceeded" in answer.json()["detail"]
+    answer = post(client, operator, "SELECT length(groupArray(number)) AS n FROM numbers(200000000)")
+    assert answer.status_code == 400
+    assert "memory limit exceeded" in answer.json()["detail"]
+
+
+def test_the_embedded_databases_folder_is_its_owners_only(clickhouse, clickhouse_dsn) -> None:
+    if clickhouse_dsn.startswith("chdb://"):  # a server's folders are its own
+        assert Path(clickhouse_dsn.removeprefix("chdb://")).stat().st_mode & 0o777 == 0o700
 
 
 def test_a_query_over_the_time_limit_is_stopped(served) -> None:
@@ -199,11 +274,11 @@ async def test_the_command_line_queries_the_served_api_without_blocking_it(
         code, out, err = await cli(env, f"SELECT n, label FROM {table} ORDER BY n LIMIT 2", "--api-url", url)
         assert (code, out, err) == (0, "n\tlabel\n0\trow-0\n1\trow-1\n", "")
 
-        code, out, err = await cli(env, f"DROP TABLE {table}", "--api-url", url, "--format", "csv")
+        code, out, err = await cli(env, f"DROP TABLE {table}", "--api-url", url, "--format", "csv")  # refused
         assert code == 1
         assert out == ""
         assert "400" in err
-        assert "Cannot execute query in readonly mode" in err
+        assert "only a SELECT may run here" in err
 
         code, _, err = await cli({**env, "CTXBUDGET_API_TOKEN": "x.y.z"}, "SELECT 1", "--api-url", url)
         assert code == 1

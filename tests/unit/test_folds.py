@@ -14,7 +14,7 @@ from core.topics import ALERT_COMMANDS_BY_THREAD, ALERTS, DEADLETTER, THREAD_STA
 from schemas.codec import Codec
 from schemas.projects import ThreadRoutes
 from sinks.tables import ROUTES
-from streams.batching import BatchResult, Emit
+from streams.batching import BatchResult, Emit, Encoded
 from streams.runtime.agents import Runtime
 from streams.runtime.app import create_app
 from streams.runtime.memory import MemoryRuntime
@@ -36,7 +36,7 @@ def runtime(tmp_path: Path) -> Runtime:
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[Emit]:
     captured: list[Emit] = []
 
-    async def send(self: Runtime, emits: list[Emit]) -> None:
+    async def send(self: Runtime, emits: list[Emit], encoded: object = None) -> None:
         captured.extend(emits)
 
     monkeypatch.setattr(Runtime, "send", send)
@@ -61,8 +61,9 @@ async def test_an_emit_to_an_undeclared_topic_is_refused_and_nothing_of_the_batc
 
 async def test_a_keyed_fold_publishes_only_to_its_declared_outputs(runtime: Runtime, sent: list[Emit]) -> None:
     fold = runtime.keyed_fold(ROUTER, Codec(ThreadRoutes).decode, batch=lambda messages, load, now: BatchResult())
+    result = BatchResult(emits=[command_emit(ALERTS)])
     with pytest.raises(UndeclaredOutput, match="router"):
-        await fold._publish(BatchResult(emits=[command_emit(ALERTS)]))
+        await fold._publish(result, Encoded.of(result))
     assert sent == []
     assert fold.table.data == {}
 

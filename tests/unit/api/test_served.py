@@ -29,6 +29,8 @@ async def test_answers_carry_the_security_headers(tmp_path, path: str) -> None:
     assert headers["referrer-policy"] == "no-referrer"
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
     assert "default-src 'self'" in headers["content-security-policy"]
+    json = headers["content-type"].startswith("application/json")
+    assert (headers.get("cache-control") == "no-store") == json  # JSON carries callers' data; the page may be cached
 
 
 async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.settings import ApiSettings, token_secret
 from api.tokens import ISSUER, InvalidToken, Principal, Role, issue_token, load_or_create_secret, verify_token
+from core.settings import Settings
 
 SECRET = b"s" * 32
 HOUR = timedelta(hours=1)
@@ -76,6 +78,16 @@ def test_a_signed_token_with_claims_outside_the_contract_is_refused(change: dict
         verify_token(SECRET, jwt.encode(claims, SECRET, algorithm="HS256"))
 
 
+@pytest.mark.parametrize("claim", ["exp", "iat"])
+def test_a_token_whose_dates_are_numeric_strings_is_refused(claim: str) -> None:
+    now = int(datetime.now(UTC).timestamp())
+    claims = {"iss": ISSUER, "sub": "u", "role": "user", "projects": ["p"], "iat": now, "exp": now + 60}
+    assert verify_token(SECRET, jwt.encode(claims, SECRET, algorithm="HS256")).subject == "u"
+    claims[claim] = str(claims[claim])
+    with pytest.raises(InvalidToken, match="NumericDate"):
+        verify_token(SECRET, jwt.encode(claims, SECRET, algorithm="HS256"))
+
+
 def test_a_token_missing_a_claim_is_refused() -> None:
     now = int(datetime.now(UTC).timestamp())
     claims = {"iss": ISSUER, "sub": "u", "role": "user", "iat": now, "exp": now + 60}
@@ -119,3 +131,10 @@ def test_the_generated_secret_is_created_once_private_and_reused(tmp_path) -> No
     assert len(first) >= 32
     assert load_or_create_secret(tmp_path / "data") == first
     assert (tmp_path / "data" / "api-token-secret").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_data_dir_is_made_private(tmp_path) -> None:
+    (tmp_path / "data").mkdir(mode=0o755)  # as an earlier version left it
+    token_secret(Settings(data_dir=tmp_path / "data"), ApiSettings())
+    assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700

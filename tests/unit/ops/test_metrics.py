@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from prometheus_client import REGISTRY
 
 from core.engine_config import EngineConfig
-from core.health import ClickHouseProbe
+from core.health import FAILING_AFTER, ClickHouseProbe, FailingAgents, Readiness
 from schemas.policy import DEFAULT_POLICY
 from sinks.batcher import Batch, Flush
 from sinks.rows import TableSpec
@@ -158,3 +158,18 @@ async def test_worker_readiness_turns_false_while_clickhouse_is_down_and_true_wh
     assert (await worker_readiness(app, probe)).status == 200
     app.rebalancing = True  # a rebalance (or table recovery) under way: not ready whatever ClickHouse says
     assert not (await worker_readiness(app, probe)).checks["tables_recovered"]
+
+
+def test_an_agent_whose_batches_keep_failing_makes_the_worker_unready_with_why() -> None:
+    failures = FailingAgents()
+    for _ in range(FAILING_AFTER - 1):
+        failures.failed("thread_engine", RuntimeError("MessageSizeTooLargeError"))
+    assert failures.failing() == {}  # a blip is not a failing agent
+    failures.failed("thread_engine", RuntimeError("MessageSizeTooLargeError"))
+    failing = failures.failing()
+    why = f"{FAILING_AFTER} batches failed in a row, last: RuntimeError: MessageSizeTooLargeError"
+    assert failing == {"thread_engine": why}
+    body = Readiness({"kafka": True, "agents_applying": not failing}, failing).body()
+    assert body == {"ready": False, "checks": {"kafka": True, "agents_applying": False}, "failing": failing}
+    failures.applied("thread_engine")
+    assert failures.failing() == {}

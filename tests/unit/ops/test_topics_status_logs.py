@@ -15,6 +15,7 @@ from rich.console import Console
 from core.health import ClickHouseProbe, KafkaProbe
 from core.logs import logging_config
 from core.settings import Settings
+from core.topics import DEADLETTER_MAX_BYTES, MAX_MESSAGE_BYTES
 from sinks.tables import ROUTES
 from streams.status import StatusReport, as_json, consumed_topics, count_stale, lag_rows, render, sink_backlog
 from streams.topic_admin import Drift, TopicShape, declared_topics, drift
@@ -27,8 +28,13 @@ def test_every_declared_topic_and_each_tables_changelog_is_declared_compacted_wh
     declared = {t.name: t for t in declared_topics(SETTINGS, ["thread-slots"])}
     assert declared["ctx.thread-state"].configs["cleanup.policy"] == "compact"
     assert declared["ctx.alerts"].configs["cleanup.policy"] == "delete"
-    assert declared["ctxbudget-thread-slots-changelog"].configs == {"cleanup.policy": "compact"}
+    changelog = {"cleanup.policy": "compact", "max.message.bytes": str(MAX_MESSAGE_BYTES)}
+    assert declared["ctxbudget-thread-slots-changelog"].configs == changelog
     assert {t.partitions for t in declared.values()} == {4}
+    # Every topic takes what an output may weigh; the dead letters, whole inputs in base64, take more.
+    sizes = {name: int(t.configs["max.message.bytes"]) for name, t in declared.items()}
+    assert sizes.pop("ctx.deadletter") == DEADLETTER_MAX_BYTES > MAX_MESSAGE_BYTES * 4 // 3 + 65_536
+    assert set(sizes.values()) == {MAX_MESSAGE_BYTES}
 
 
 def test_a_matching_topic_has_no_drift_and_a_missing_or_altered_one_says_what_differs() -> None:
