@@ -57,6 +57,8 @@ TURN_STEPS = re.compile(r"\[steps of this turn: (\d+)\]")
 # reporter/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself (turn/steer
 # into the running turn, or turn/start) for its part of the handoff, answered as one JSON object.
 ASK = re.compile(r"ctxbudget: the context budget asks for `")
+# reporter/resume.py `resume_prompt()`'s opening: the thread starts from a handoff package.
+RESUMED = "You are continuing the work of thread"
 
 DEFAULT_COMMANDS = (
     "echo step-{step} >> notes.txt",
@@ -132,6 +134,8 @@ class Exchange:
     """The tool's session (Claude Code's `x-claude-code-session-id`, Codex's `thread-id` header): one server can
     serve many sessions."""
     at: float = field(default_factory=time.time)
+    resumed: bool = False
+    """The request carries a resume prompt (a SessionStart hook's context after a compaction, a relay's first input)."""
 
     @property
     def total_tokens(self) -> int:
@@ -147,6 +151,10 @@ class Conversation:
     assistant_turns: int
     last_user_text: str
     calls_since_user_text: int
+
+    @property
+    def resumed(self) -> bool:
+        return any(kind == "text" and RESUMED in text for kind, text in self.events)
 
 
 def pending_instruction(conversation: Conversation) -> str | None:
@@ -560,6 +568,7 @@ class ModelServer:
             instructed,
             model,
             request.headers.get("x-claude-code-session-id"),
+            resumed=conversation.resumed,
         )
         self.exchanges.append(exchange)
         if kind is not Kind.SIDE:
@@ -610,6 +619,7 @@ class ModelServer:
             instructed,
             model,
             request.headers.get("thread-id"),
+            resumed=conversation.resumed,
         )
         self.exchanges.append(exchange)
         await asyncio.sleep(script.step_seconds)

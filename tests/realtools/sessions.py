@@ -187,21 +187,27 @@ class CodexSession(Session):
         self.write_config()
 
     def write_config(self) -> None:
-        """config.toml: the scripted model as the provider, then the trust of every hook in hooks.json."""
-        lines = [
-            f'model = "{CODEX_MODEL}"',
-            'model_provider = "scripted"',
-            self.config,
-            "[model_providers.scripted]",
-            'name = "scripted"',
-            f'base_url = "{self.server.openai_url}"',
-            'wire_api = "responses"',
-            'env_key = "SCRIPTED_MODEL_KEY"',
-        ]
+        """config.toml: the scripted model as the provider (once: what others add, `ctxbudget hooks install --trust`
+        among them, stays), then the trust of every hook in hooks.json when `trust_hooks`."""
+        config = self.codex_home / "config.toml"
+        if not config.exists():
+            lines = [
+                f'model = "{CODEX_MODEL}"',
+                'model_provider = "scripted"',
+                self.config,
+                "[model_providers.scripted]",
+                'name = "scripted"',
+                f'base_url = "{self.server.openai_url}"',
+                'wire_api = "responses"',
+                'env_key = "SCRIPTED_MODEL_KEY"',
+            ]
+            config.write_text("\n".join(lines) + "\n")
         hooks_file = self.codex_home / "hooks.json"
         if self.trust_hooks and hooks_file.exists():
-            lines.extend(trust_lines(hooks_file))
-        (self.codex_home / "config.toml").write_text("\n".join(lines) + "\n")
+            written = config.read_text()
+            missing = [line for line in trust_lines(hooks_file) if line not in written]
+            if missing:
+                config.write_text(written + "\n".join(missing) + "\n")
 
     def tool_env(self) -> dict[str, str]:
         return {"CODEX_HOME": str(self.codex_home), "SCRIPTED_MODEL_KEY": "scripted-model"}
