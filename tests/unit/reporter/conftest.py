@@ -19,14 +19,6 @@ OK: Answer = (200, {"Content-Type": "application/json"}, json.dumps(SPEC_REPORT_
 UNAVAILABLE: Answer = (503, {"Retry-After": "2"}, b"busy")
 
 
-@pytest.fixture(autouse=True)
-def worker_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test's own worker state directory (never the user's ~/.local/state)."""
-    directory = tmp_path / "worker-state"
-    monkeypatch.setenv("CTXBUDGET_WORKER_STATE_DIR", str(directory))
-    return directory
-
-
 @pytest.fixture
 def app_server_lines() -> list[str]:
     return (FIXTURES / "app_server_session.jsonl").read_text().splitlines()
