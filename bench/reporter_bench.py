@@ -218,7 +218,9 @@ def run_phase(phase: Phase, root: Path, options: Options) -> Figures:
         "--api-url", f"http://127.0.0.1:{server.server_port}", "--token", "bench",
         "--node-id", "bench-node", "--worker-id", "bench-worker", "--project-id", "bench",
     ]  # fmt: skip
-    env = {**os.environ, "CTXBUDGET_DATA_DIR": str(root / "data"), "PYTHONPATH": str(options.checkout)}
+    # the worker state where checkouts before it kept theirs (<data dir>/reporter), so both leave the spool in one place
+    state = {"CTXBUDGET_DATA_DIR": str(root / "data"), "CTXBUDGET_WORKER_STATE_DIR": str(root / "data" / "reporter")}
+    env = {**os.environ, **state, "PYTHONPATH": str(options.checkout)}
     process = subprocess.Popen(command, env=env, cwd=options.checkout, stdout=log, stderr=subprocess.STDOUT)
     try:
         time.sleep(WARMUP_SECONDS)  # imports, the first read of every file

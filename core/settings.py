@@ -5,6 +5,7 @@ Every process (worker, sinks, CLI, API) builds its configuration from here, so a
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,12 +20,25 @@ ROLES: tuple[Role, ...] = ("engine", "projection", "aggregates", "sinks")
 project and conversation aggregates, the ClickHouse sinks."""
 
 
+def default_worker_state_dir() -> Path:
+    """`$XDG_STATE_HOME/ctxbudget`, else `~/.local/state/ctxbudget` (the XDG spec ignores a relative XDG_STATE_HOME)."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "ctxbudget"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CTXBUDGET_", env_file=".env", extra="ignore")
 
     data_dir: Path = Field(
         default=Path("var"),
         description="Local state: the embedded broker's log dirs, the chdb database, Faust table stores.",
+    )
+    worker_state_dir: Path = Field(
+        default_factory=default_worker_state_dir,
+        description="The worker side's state (reporter spool, relay outbox, handoff inbox and patches, hooks' memory, "
+        "status-line spool, read positions), shared by `report`, the hooks, `statusline` and `handoff write`. "
+        "Absolute: those commands run in the agent's working directory, which must never receive it.",
     )
     kafka_bootstrap_servers: str | None = Field(
         default=None,
@@ -91,6 +105,14 @@ class Settings(BaseSettings):
     project_retire_seconds: float = Field(
         default=1800, gt=0, description="A thread unchanged this long leaves its project's risk view (finished)."
     )
+
+    @field_validator("worker_state_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        value = value.expanduser()
+        if not value.is_absolute():
+            raise ValueError(f"CTXBUDGET_WORKER_STATE_DIR must be absolute (it would land in the agent's cwd): {value}")
+        return value
 
     @field_validator("roles", mode="before")
     @classmethod

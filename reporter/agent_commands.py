@@ -7,9 +7,11 @@ Both must never get in the tool's way: they exit 0 whatever happens, and say wha
   run after every message: a thread is reported at most at spec 5.1's cadence (`claude_statusline.report_due`); a
   run that does not report still delivers what an earlier one left spooled.
 - `hook` answers the tool first, when given the API (reporter/hook_acting.py: tell the agent to write its handoff,
-  hold one automatic compaction, resume a thread), printing its JSON answer on stdout; then it turns the input into
-  session events: to Kafka when `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else appended to `--events-file` (JSON
-  lines that `ctxbudget report --from events --input` passes on).
+  resume a thread), printing its JSON answer on stdout; then it turns the input into session events: to Kafka when
+  `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else appended to `--events-file` (JSON lines that
+  `ctxbudget report --from events --input` passes on). PostToolUse runs after every tool call: it asks the API with
+  a shorter timeout.
+Their state lives in the worker state directory (reporter.worker_state), never in the agent's working directory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +29,7 @@ import typer
 
 from core.settings import Settings
 from reporter.budget import DEFAULT_CODEX_PROFILE
-from reporter.budget_api import BudgetApi
+from reporter.budget_api import HOOK_TIMEOUT_SECONDS, BudgetApi
 from reporter.claude_code import ClaudeCodeProfile
 from reporter.claude_statusline import (
     LastReport,
@@ -36,19 +39,22 @@ from reporter.claude_statusline import (
     report_due,
     status_reading,
 )
-from reporter.hook_acting import ANSWERED_EVENTS, Acted, act
-from reporter.hook_actions import Tool
+from reporter.hook_acting import ANSWERED_EVENTS, Acted, Program, act
+from reporter.hook_actions import POST_TOOL_USE, Tool
+from reporter.hook_install import default_program
 from reporter.hooks import hook_events, parse_hook_input
 from reporter.http_delivery import HttpDelivery
 from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity, Reading, reading_level, to_snapshot
 from reporter.spool import Spool
 from reporter.spooled_delivery import SpooledDelivery
+from reporter.worker_state import HOOK_EVENTS, HOOK_STATE, STATUSLINE_SPOOL, state_dir
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 
 STATUSLINE_DRAIN_SECONDS = 1.0
-HOOK_STATE = "hooks-state.json"
 REPORTS_FILE = "reported.json"
+POST_TOOL_USE_TIMEOUT_SECONDS = 1.0
+"""PostToolUse runs after every tool call: an API slower than this lets that call's answer go (the next one asks)."""
 
 
 def statusline(
@@ -58,7 +64,7 @@ def statusline(
     worker_id: Annotated[str, typer.Option(envvar="CTXBUDGET_WORKER_ID")] = "local",
     project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = "local",
     claude_max_output: Annotated[int, typer.Option(min=1)] = ClaudeCodeProfile.max_output_tokens,
-    spool_dir: Annotated[Path | None, typer.Option(help="Default: <data dir>/reporter/statusline-spool.")] = None,
+    spool_dir: Annotated[Path | None, typer.Option(help="Default: <worker state dir>/statusline-spool.")] = None,
 ) -> None:
     """Claude Code's status line (settings.json `statusLine`): prints the context line and reports the thread."""
     try:
@@ -73,9 +79,9 @@ def statusline(
     if api_url is None or reading is None:
         return
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id)
-    directory = spool_dir or Settings().resolved_data_dir / "reporter" / "statusline-spool"
-    directory.mkdir(parents=True, exist_ok=True)
     try:
+        directory = spool_dir or state_dir() / STATUSLINE_SPOOL
+        directory.mkdir(parents=True, exist_ok=True)
         with (directory / ".lock").open("a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -108,7 +114,9 @@ async def _report(reading: Reading | None, identity: Identity, spool: Spool, del
 
 
 def hook(
-    tool: Annotated[Tool, typer.Option(help="Which tool runs the hook (their output formats differ).")] = Tool.CLAUDE,
+    tool: Annotated[
+        Tool, typer.Option(help="Which tool runs the hook (both read the same answers; it names the caller).")
+    ] = Tool.CLAUDE,
     api_url: Annotated[
         str | None, typer.Option(envvar="CTXBUDGET_API_URL", help="Ask the API what the thread owes, and act.")
     ] = None,
@@ -118,16 +126,18 @@ def hook(
         typer.Option(envvar="CTXBUDGET_RESUME_PACKAGE", help="SessionStart of a relay thread: resume from this."),
     ] = None,
     state_file: Annotated[
-        Path | None, typer.Option(help="What the hooks did (default: <data dir>/reporter/hooks-state.json).")
+        Path | None, typer.Option(help="What the hooks did (default: <worker state dir>/hooks-state.json).")
     ] = None,
     events_file: Annotated[
         Path | None,
-        typer.Option(help="Without Kafka: append the events here (default: <data dir>/reporter/hooks.jsonl)."),
+        typer.Option(help="Without Kafka: append the events here (default: <worker state dir>/hooks.jsonl)."),
     ] = None,
     project_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = None,
 ) -> None:
-    """A Claude Code or Codex hook (PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit): with `--api-url`,
-    answers for a thread that owes a handoff (reporter/hook_actions.py); always reports compaction facts."""
+    """A Claude Code or Codex hook (PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit, PostToolUse):
+    with `--api-url`, answers for a thread that owes a handoff (reporter/hook_actions.py); always reports compaction
+    facts."""
+    del tool  # accepted as the installed commands name it: both tools read the same answers
     try:
         hook_input = parse_hook_input(sys.stdin.buffer.read())
     except ValueError as error:
@@ -135,9 +145,12 @@ def hook(
         return
     settings = Settings()
     if api_url:
-        path = state_file or settings.resolved_data_dir / "reporter" / HOOK_STATE
+        timeout = POST_TOOL_USE_TIMEOUT_SECONDS if hook_input.event_name == POST_TOOL_USE else HOOK_TIMEOUT_SECONDS
+        # the agent's shell has the tool's environment: the URL goes into the instruction only when it is not there
+        program = Program(default_program(), None if api_url == os.environ.get("CTXBUDGET_API_URL") else api_url)
         try:
-            acted = act(tool, hook_input, BudgetApi(api_url, token), path, resume_package)
+            path = state_file or state_dir(settings) / HOOK_STATE
+            acted = act(hook_input, BudgetApi(api_url, token, timeout), path, resume_package, program)
         except Exception as error:  # a hook never fails the agent: an unexpected fault lets the tool go on
             acted = Acted(notes=[f"not acted: {error!r}"])
         for note in acted.notes:
@@ -154,7 +167,7 @@ def hook(
         if settings.kafka_bootstrap_servers:
             asyncio.run(_to_kafka(events, KafkaDelivery(settings.kafka_bootstrap_servers, settings.topic_prefix)))
         else:
-            append_events(events_file or settings.resolved_data_dir / "reporter" / "hooks.jsonl", events)
+            append_events(events_file or state_dir(settings) / HOOK_EVENTS, events)
     except Exception as error:
         typer.echo(f"ctxbudget hook: not reported: {error}", err=True)
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shlex
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated, Any
 
 import typer
 
@@ -28,6 +30,7 @@ from reporter.git_facts import (
     FactPatterns,
     WorkFactTracker,
 )
+from reporter.handoff_write import RelayPaths
 from reporter.http_delivery import HttpDelivery
 from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
@@ -36,15 +39,15 @@ from reporter.relay_runner import (
     RelayOptions,
     app_server_work,
     build_relay,
-    claude_code_asker,
     now,
     relaying,
     run_as_app_server_client,
     tracked_work,
 )
 from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
-from reporter.spool import Spool
+from reporter.spool import Spool, SpoolBusy, claim_spool, lock_directory
 from reporter.spooled_delivery import SpooledDelivery
+from reporter.worker_state import SPOOL, state_dir
 
 
 class Source(StrEnum):
@@ -143,7 +146,7 @@ def report(
     state_file: Annotated[
         Path | None,
         typer.Option(
-            help="codex-rollouts or claude-code alone: read positions (default: <data dir>/reporter/<source>.json)."
+            help="codex-rollouts or claude-code alone: read positions (default: <worker state dir>/<source>.json)."
         ),
     ] = None,
     poll_seconds: Annotated[
@@ -163,7 +166,11 @@ def report(
         str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
     ] = "reference",
     spool_dir: Annotated[
-        Path | None, typer.Option(help="Snapshots not delivered yet (default: <data dir>/reporter/spool).")
+        Path | None,
+        typer.Option(
+            help="Snapshots and relay deliveries not made yet (default: <worker state dir>/spool; a second reporter "
+            "running at once takes spool-2, ...). One reporter at a time per directory."
+        ),
     ] = None,
     test_command: Annotated[
         list[str] | None,
@@ -229,6 +236,8 @@ def report(
         raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
     patterns = fact_patterns(test_command, decision_path, hardware_command, waiting_command)
     settings = Settings()
+    shared = state_dir(settings)
+    spool, lock = _claim(spool_dir, shared)
     identity = Identity(node_id=node_id, worker_id=worker_id, project_id=project_id, task_id=task_id)
     lines = process_lines(exec_command) if exec_command else file_lines(input_path)
     source = _one_kind(sources)
@@ -236,29 +245,59 @@ def report(
     tailers: list[AnyTailer] = []
     if source is None:
         claude_profile = ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output)
-        tailers = _tailers(sources, rollout_dirs or [], state_file, settings, claude_profile, facts)
-    undelivered = asyncio.run(
-        _run(
-            source,
-            settings,
-            _delivery(settings, api_url, token, worker_id),
-            identity,
-            lines,
-            tailers,
-            poll_seconds,
-            codex_profile,
-            spool_dir or settings.resolved_data_dir / "reporter" / "spool",
-            RelayOptions(enabled=relay, actions_url=actions_url, token=token, ask_seconds=ask_seconds, cwd=cwd),
-            _Asking(
-                AppServerClient(shlex.split(app_server), sandbox=sandbox) if app_server else None,
-                first_input.read_text(encoding="utf-8") if first_input else None,
-                inbox=Source.CLAUDE_CODE in sources,
-                facts=facts,
-            ),
+        tailers = _tailers(sources, rollout_dirs or [], state_file, shared, claude_profile, facts)
+    with lock:
+        undelivered = asyncio.run(
+            _stoppable(
+                _run(
+                    source,
+                    _delivery(settings, api_url, token, worker_id),
+                    identity,
+                    lines,
+                    tailers,
+                    poll_seconds,
+                    codex_profile,
+                    RelayPaths(spool, shared),
+                    RelayOptions(enabled=relay, actions_url=actions_url, token=token, ask_seconds=ask_seconds, cwd=cwd),
+                    _Asking(
+                        AppServerClient(shlex.split(app_server), sandbox=sandbox) if app_server else None,
+                        first_input.read_text(encoding="utf-8") if first_input else None,
+                        facts=facts,
+                        api_url=api_url,
+                    ),
+                )
+            )
         )
-    )
     if undelivered:
         raise typer.Exit(1)
+
+
+def _claim(spool_dir: Path | None, shared: Path) -> tuple[Path, IO[bytes]]:
+    """The spool directory, locked for this process: the one given (refused while another process holds it), else
+    the first free of the state directory's spools."""
+    try:
+        if spool_dir is not None:
+            return spool_dir, lock_directory(spool_dir)
+        return claim_spool(shared / SPOOL)
+    except SpoolBusy as error:
+        raise typer.BadParameter(f"{error}: give this reporter a --spool-dir of its own") from error
+
+
+async def _stoppable(run: Coroutine[Any, Any, int]) -> int:
+    """`run`, cancelled by SIGTERM as by Ctrl-C, so that its finally blocks deliver what they can and its summary is
+    printed (a second signal stops at once)."""
+    task = asyncio.ensure_future(run)
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(each)
+        typer.echo(f"ctxbudget report: {signal.Signals(signum).name}: stopping", err=True)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop, signum)
+    return await task
 
 
 @dataclass(frozen=True)
@@ -267,8 +306,8 @@ class _Asking:
 
     client: AppServerClient | None
     first_input: str | None
-    inbox: bool
     facts: WorkFactTracker
+    api_url: str | None
 
 
 FILE_SOURCES = {Source.CODEX_ROLLOUTS: DEFAULT_ROLLOUT_DIR, Source.CLAUDE_CODE: DEFAULT_CLAUDE_DIR}
@@ -289,7 +328,7 @@ def _tailers(
     sources: list[Source],
     directories: list[Path],
     state_file: Path | None,
-    settings: Settings,
+    shared: Path,
     claude_profile: ClaudeCodeProfile,
     facts: WorkFactTracker,
 ) -> list[AnyTailer]:
@@ -300,7 +339,7 @@ def _tailers(
     tailers: list[AnyTailer] = []
     for index, source in enumerate(sources):
         directory = directories[index] if directories else FILE_SOURCES[source]
-        state = state_file or settings.resolved_data_dir / "reporter" / STATE_NAMES[source]
+        state = state_file or shared / STATE_NAMES[source]
         if source is Source.CLAUDE_CODE:
             tailers.append(TranscriptTailer(directory, state, claude_profile, True, facts))
         else:
@@ -310,18 +349,19 @@ def _tailers(
 
 async def _run(
     source: Source | None,
-    settings: Settings,
     delivery: Delivery,
     identity: Identity,
     lines: AsyncIterator[str],
     tailers: list[AnyTailer],
     poll_seconds: float,
     codex_profile: str,
-    spool_dir: Path,
+    paths: RelayPaths,
     relay_options: RelayOptions,
     asking: _Asking,
 ) -> int:
-    """Report until the input ends; returns how many snapshots were not delivered (rejected, or left spooled)."""
+    """Report until the input ends (or the run is cancelled); returns how many snapshots were not delivered
+    (rejected, or left spooled)."""
+    spool_dir = paths.spool_dir
     if isinstance(delivery, KafkaDelivery):
         await delivery.start()
     inner = delivery
@@ -333,37 +373,39 @@ async def _run(
     relay, poll = None, None
     if relay_options.enabled and isinstance(inner, HttpDelivery | KafkaDelivery):
         client = asking.client
+        # the agent's part: asked as the app-server's client, else written by `handoff write` into the shared inbox
         if client is not None:
             asker, work = client, app_server_work(client, relay_options.cwd, now())
-        elif asking.inbox:  # Claude Code's hooks tell the agent to run `ctxbudget handoff write`
-            asker, work = claude_code_asker(spool_dir), tracked_work(asking.facts)
-        elif source is None:  # Codex rollouts: facts alone, from the directory the rollout names
+        elif source is None:  # transcripts and rollouts: the directory and commands they name
             asker, work = None, tracked_work(asking.facts)
-        else:  # an app-server that is not ours: the agent cannot be asked, facts alone
+        else:  # an app-server that is not ours, or session events
             asker, work = None, lambda _: ThreadWork(cwd=relay_options.cwd)
-        relay, poll = build_relay(relay_options, identity, inner, spool_dir, asker, work)
-    try:
-        async with relaying(relay, poll, relay_options.poll_seconds):
-            if source is Source.CODEX_APP_SERVER:
-                parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
-                if asking.client is not None:
-                    thread = await run_as_app_server_client(
-                        reporter, asking.client, parser, relay_options.cwd, asking.first_input
-                    )
-                    typer.echo(f"app-server thread {thread} ended", err=True)
+        relay, poll = build_relay(relay_options, identity, inner, paths, asker, work, asking.api_url)
+    with contextlib.suppress(asyncio.CancelledError):  # stopped by a signal: the summary still follows
+        try:
+            async with relaying(relay, poll, relay_options.poll_seconds):
+                if source is Source.CODEX_APP_SERVER:
+                    parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
+                    try:
+                        if asking.client is not None:
+                            thread = await run_as_app_server_client(
+                                reporter, asking.client, parser, relay_options.cwd, asking.first_input
+                            )
+                            typer.echo(f"app-server thread {thread} ended", err=True)
+                        else:
+                            await run_app_server(reporter, lines, parser)
+                    finally:
+                        ignored, skipped = dict(parser.ignored), dict(parser.skipped.counts)
+                        typer.echo(f"ignored notifications: {ignored}; skipped lines: {skipped}", err=True)
+                elif source is None:
+                    await run_rollouts(reporter, tailers, poll_seconds)
                 else:
-                    await run_app_server(reporter, lines, parser)
-                ignored, skipped = dict(parser.ignored), dict(parser.skipped.counts)
-                typer.echo(f"ignored notifications: {ignored}; skipped lines: {skipped}", err=True)
-            elif source is None:
-                await run_rollouts(reporter, tailers, poll_seconds)
-            else:
-                skipped_events = await run_events(delivery, lines)
-                typer.echo(f"skipped lines: {dict(skipped_events.counts)}", err=True)
-    finally:
-        if asking.client is not None:
-            await asking.client.close()
-        await delivery.close()
+                    skipped_events = await run_events(delivery, lines)
+                    typer.echo(f"skipped lines: {dict(skipped_events.counts)}", err=True)
+        finally:
+            if asking.client is not None:
+                await asking.client.close()
+            await delivery.close()
     return _summary(reporter, delivery, relay)
 
 

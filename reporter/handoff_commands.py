@@ -1,6 +1,8 @@
 """`ctxbudget handoff ...`: the handoff packages of a worker's threads, from the command line.
 
-`write` is what the agent runs when a hook tells it to: its part of the package on stdin (reporter.handoff_write).
+`write` is what the agent runs when a hook tells it to: its part of the package on stdin (reporter.handoff_write). It
+needs only what the tool's environment holds (`CTXBUDGET_API_URL`, `CTXBUDGET_WORKER_TOKEN`): the API says the
+thread's project and compaction cycle.
 
 `resume` starts the next thread: it prints the resume prompt (reporter.resume) and marks the package consumed by
 that thread, through the API with the worker's token (it may read and consume the packages of the threads it
@@ -11,21 +13,26 @@ one not ready, is refused with the reason, so two threads never continue the sam
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 
-from core.settings import Settings
 from reporter.agent_handoff import AgentHandoff
+from reporter.agent_inbox import cycle_of
 from reporter.budget_api import ApiUnavailable, BudgetApi
-from reporter.handoff_write import RelayPaths, write_handoff
+from reporter.handoff_write import RelayPaths, leave_part, write_handoff
 from reporter.http_delivery import HttpDelivery
 from reporter.readings import Identity
 from reporter.resume import resume_prompt
+from reporter.spool import LOCK_NAME
+from reporter.worker_state import HANDOFF_WRITE, state_dir
 from schemas import HandoffPackage, PackageStatus
 
 handoff_app = typer.Typer(help="Handoff packages of this worker's threads (spec 3.3): resume the next thread from one.")
@@ -75,16 +82,20 @@ def _fail(message: str) -> NoReturn:
 @handoff_app.command("write")
 def write(
     thread: Annotated[str, typer.Option("--thread", help="The thread handing off (the hook names it).")],
-    project_id: Annotated[str, typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The thread's project.")],
     api_url: Annotated[str, typer.Option(envvar="CTXBUDGET_API_URL", help="The API.")],
     token: Annotated[str | None, typer.Option(envvar="CTXBUDGET_WORKER_TOKEN", help="API bearer token.")] = None,
+    project_id: Annotated[
+        str | None,
+        typer.Option(envvar="CTXBUDGET_PROJECT_ID", help="The thread's project (default: the API's answer for it)."),
+    ] = None,
     task_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_TASK_ID", help="The thread's task.")] = None,
     cwd: Annotated[Path, typer.Option(help="The thread's working directory (git facts).")] = Path(),
     since: Annotated[
         datetime | None, typer.Option(help="When the thread began: commits since are its completed patches.")
     ] = None,
     spool_dir: Annotated[
-        Path | None, typer.Option(help="The reporter's spool (default: <data dir>/reporter/spool).")
+        Path | None,
+        typer.Option(help="What the API did not take yet (default: <worker state dir>/handoff-write)."),
     ] = None,
 ) -> None:
     """Read {"summary", "open_questions", "next_actions", "decision_links"} on stdin; post the thread's package."""
@@ -93,16 +104,48 @@ def write(
     except ValidationError as error:
         typer.echo(f"ctxbudget handoff write: stdin is not the handoff shape: {error}", err=True)
         raise typer.Exit(2) from error
-    paths = RelayPaths(spool_dir or Settings().resolved_data_dir / "reporter" / "spool")
-    identity = Identity(node_id="", worker_id="", project_id=project_id, task_id=task_id)
-    since_utc = since.replace(tzinfo=since.tzinfo or UTC) if since else None
-    package, left = asyncio.run(
-        write_handoff(agent, identity, thread, cwd.resolve(), since_utc, paths, HttpDelivery(api_url, token), _now())
-    )
+    shared = state_dir()
+    paths = RelayPaths(spool_dir or shared / HANDOFF_WRITE, shared)
+    now = _now()
+    detail, unknown = _thread_detail(BudgetApi(api_url, token), thread)
+    project = project_id or (detail or {}).get("project_id")
+    with held(paths.spool_dir):  # several agents may write at once: one outbox, one writer at a time
+        leave_part(paths, thread, agent, cycle_of(detail) if detail else None, now)  # found by the relay, posted or not
+        if not project:
+            typer.echo(
+                f"ctxbudget handoff write: {unknown}; your part is kept in {paths.inbox.path(thread)}, where the"
+                " reporter's relay puts it in the thread's package (or run this again with --project-id)",
+                err=True,
+            )
+            raise typer.Exit(1)
+        identity = Identity(node_id="", worker_id="", project_id=project, task_id=task_id)
+        since_utc = since.replace(tzinfo=since.tzinfo or UTC) if since else None
+        delivery = HttpDelivery(api_url, token)
+        package, left = asyncio.run(
+            write_handoff(agent, identity, thread, cwd.resolve(), since_utc, paths, delivery, now)
+        )
     typer.echo(f"handoff package {package.handoff_package_id} of {thread}: {package.package_status.value}", err=True)
     if left:
         typer.echo(f"ctxbudget handoff write: {left} versions kept in {paths.spool_dir} for the next run", err=True)
         raise typer.Exit(1)
+
+
+def _thread_detail(api: BudgetApi, thread: str) -> tuple[dict[str, Any] | None, str]:
+    """The thread's 6.3 detail (its project and compaction cycle), or None with why not."""
+    try:
+        detail = api.thread_detail(thread)
+    except ApiUnavailable as error:
+        return None, f"the API could not say thread {thread}'s project: {error}"
+    return detail, f"the API does not know thread {thread} (not reported yet?)"
+
+
+@contextlib.contextmanager
+def held(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory`, waited for."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / LOCK_NAME).open("ab") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _now() -> datetime:

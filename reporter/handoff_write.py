@@ -2,54 +2,50 @@
 
 The agent runs it when a hook tells it to (reporter/hook_actions.py), in its own working directory. Its part
 (`reporter.agent_handoff.AgentHandoff`, JSON on stdin) and the git facts of that directory make the package, which
-goes out `draft`, then `ready` once it meets the engine's rule. What the API does not take now stays in this command's
-own outbox beside the reporter's spool (`handoff_write_outbox.jsonl`; a running reporter writes its own, so two
-processes never rewrite one file) and goes out first on the next run, so nothing the agent wrote is lost. The agent's
-part is also left in the relay's inbox (`agent_handoffs/<thread>.json`), where a reporter waiting on that thread's
-agent (`InboxAsker`, for Claude Code, whose agent the reporter cannot ask itself) finds its answer.
+goes out `draft`, then `ready` once it meets the engine's rule. The part is first left in the shared inbox
+(reporter.agent_inbox), with the thread's compaction cycle, so that the relay of a running reporter assembles every
+later package of the cycle with it. What the API does not take now stays in this command's own outbox
+(`<state dir>/handoff-write/`, one run at a time under its lock; a running reporter keeps its own) and goes out first
+on the next run, so nothing the agent wrote is lost.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from reporter.agent_handoff import AgentHandoff
-from reporter.atomic_file import write_atomically
+from reporter.agent_inbox import AgentInbox, InboxEntry, ThreadCycle
 from reporter.handoff_assembly import assemble, gather, promote
 from reporter.readings import Identity
 from reporter.relay_outbox import OUTBOX_NAME, Owed, RelayDeliverer, RelayOutbox
-from schemas import HandoffPackage, MasterAction
+from reporter.worker_state import INBOX, PATCHES
+from schemas import HandoffPackage
 
-INBOX_NAME = "agent_handoffs"
 WRITE_OUTBOX_NAME = "handoff_write_outbox.jsonl"
 REJECTED_NAME = "rejected.jsonl"
-INBOX_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
 class RelayPaths:
-    """Where the relay keeps its files: beside the reporter's spool."""
+    """Where the relay keeps its files: its outbox in `spool_dir` (the process's own), the agents' parts and the
+    pending patches in `shared_dir` (the worker state directory, shared with `handoff write`; default: `spool_dir`)."""
 
     spool_dir: Path
+    shared_dir: Path | None = None
 
     def outbox(self, name: str = OUTBOX_NAME) -> RelayOutbox:
         return RelayOutbox(self.spool_dir / name, self.spool_dir / REJECTED_NAME)
 
     @property
     def patches(self) -> Path:
-        return self.spool_dir / "patches"
+        return (self.shared_dir or self.spool_dir) / PATCHES
 
-    def inbox(self, thread_id: str) -> Path:
-        safe = hashlib.sha256(thread_id.encode()).hexdigest()[:32]
-        return self.spool_dir / INBOX_NAME / f"{safe}.json"
+    @property
+    def inbox(self) -> AgentInbox:
+        return AgentInbox((self.shared_dir or self.spool_dir) / INBOX)
 
 
 def written_package(
@@ -76,6 +72,14 @@ def written_package(
     return draft, promote(draft, now)
 
 
+def leave_part(
+    paths: RelayPaths, thread_id: str, agent: AgentHandoff, cycle: ThreadCycle | None, now: datetime
+) -> None:
+    """The part in the inbox, for the relay, with the cycle it belongs to."""
+    count = cycle.compaction_count if cycle is not None else None
+    paths.inbox.write(thread_id, InboxEntry(agent=agent, written_at=now, compaction_count=count))
+
+
 async def write_handoff(
     agent: AgentHandoff,
     identity: Identity,
@@ -87,28 +91,8 @@ async def write_handoff(
     now: datetime,
 ) -> tuple[HandoffPackage, int]:
     """Post the package (draft, then ready); returns the last version and how many versions are left owed."""
-    write_atomically(paths.inbox(thread_id), agent.model_dump_json().encode())
     draft, ready = written_package(agent, identity, thread_id, cwd, since, paths, now)
     outbox = paths.outbox(WRITE_OUTBOX_NAME)
     outbox.add(Owed.of_package(draft), *([Owed.of_package(ready)] if ready else []))
     await outbox.deliver(deliverer)
     return ready or draft, len(outbox)
-
-
-class InboxAsker:
-    """The relay's `AgentAsker` for an agent it cannot ask itself: its hooks told it to run `handoff write`; the
-    answer is the part that command leaves in the inbox after the question was asked."""
-
-    def __init__(self, paths: RelayPaths, poll_seconds: float = INBOX_POLL_SECONDS) -> None:
-        self.paths = paths
-        self.poll_seconds = poll_seconds
-
-    async def ask(self, thread_id: str, action: MasterAction) -> AgentHandoff | None:
-        del action  # the hooks name the action to the agent
-        path = self.paths.inbox(thread_id)
-        asked = time.time()
-        while True:  # the relay bounds the wait (`ask_seconds`)
-            with contextlib.suppress(FileNotFoundError, ValidationError):
-                if path.stat().st_mtime >= asked:
-                    return AgentHandoff.model_validate_json(path.read_bytes())
-            await asyncio.sleep(self.poll_seconds)

@@ -20,25 +20,25 @@ from typing import Any
 from reporter import hook_memory
 from reporter.budget_api import ApiUnavailable, BudgetApi
 from reporter.hook_actions import (
+    CONTEXT_EVENTS,
     SESSION_START,
     STOP,
-    USER_PROMPT_SUBMIT,
-    Tool,
     additional_context,
     decide,
+    handoff_command,
     package_to_check,
     remember,
     thread_duty,
 )
-from reporter.hooks import PRE_COMPACT, HookInput
+from reporter.hooks import HookInput
 from reporter.resume import resume_prompt
 from schemas import HandoffPackage, PackageStatus
 
 COMPACT_SOURCE = "compact"
 STARTUP_SOURCE = "startup"
-ACTING_EVENTS = frozenset({STOP, USER_PROMPT_SUBMIT, PRE_COMPACT})
+ACTING_EVENTS = CONTEXT_EVENTS | {STOP}
 ANSWERED_EVENTS = ACTING_EVENTS | {SESSION_START}
-"""The events a hook may answer; the others (PostCompact) are only reported."""
+"""The events a hook may answer; the others (PreCompact, PostCompact) are only reported."""
 
 
 @dataclass
@@ -47,7 +47,15 @@ class Acted:
     notes: list[str] = field(default_factory=list)
 
 
-def act(tool: Tool, hook: HookInput, api: BudgetApi, memory_path: Path, resume_package_id: str | None) -> Acted:
+@dataclass(frozen=True)
+class Program:
+    """How the agent runs ctxbudget: the program's absolute path, and the API's URL when its environment lacks it."""
+
+    path: str
+    api_url: str | None = None
+
+
+def act(hook: HookInput, api: BudgetApi, memory_path: Path, resume_package_id: str | None, program: Program) -> Acted:
     acted = Acted()
     if hook.subagent:
         return acted
@@ -56,20 +64,20 @@ def act(tool: Tool, hook: HookInput, api: BudgetApi, memory_path: Path, resume_p
             text = _resume(hook, api, resume_package_id, acted.notes)
             acted.output = additional_context(SESSION_START, text) if text else None
         elif hook.event_name in ACTING_EVENTS:
-            acted.output = _duty_answer(tool, hook, api, memory_path)
+            acted.output = _duty_answer(hook, api, memory_path, program)
     except ApiUnavailable as error:
         acted.notes.append(f"the API could not be asked, the hook lets the tool go on: {error}")
     return acted
 
 
-def _duty_answer(tool: Tool, hook: HookInput, api: BudgetApi, memory_path: Path) -> dict[str, Any] | None:
+def _duty_answer(hook: HookInput, api: BudgetApi, memory_path: Path, program: Program) -> dict[str, Any] | None:
     detail = api.thread_detail(hook.session_id)
     if detail is None:
         return None  # a thread the API does not know (not reported yet, or not this worker's): nothing is owed
     package_id = package_to_check(detail)
     duty = thread_duty(detail, api.package(package_id) if package_id else None)
     with hook_memory.updating(memory_path) as (memory, save):
-        answer = decide(tool, hook, duty, memory)
+        answer = decide(hook, duty, memory, handoff_command(program.path, hook.session_id, program.api_url))
         if remember(memory, duty.thread_id, answer):
             save()
     return answer.output

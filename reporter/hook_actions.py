@@ -4,28 +4,31 @@ The thread a hook speaks of is its `session_id`: Claude Code's transcripts and s
 app-server name the thread by that same id (reporter/claude_code.py, reporter/codex_rollouts.py), so the hook asks
 the API about `session_id` as it is.
 
-Decisions, the same for both tools (only the output format differs, `Tool`):
-- Stop and UserPromptSubmit, while a `prepare_handoff` / `pre_compaction_wrap_up` is open and no package is ready
-  for the current cycle: tell the agent to write its handoff (Stop: block with the instruction as the reason, which
-  the agent reads and acts on; UserPromptSubmit: the instruction as additional context). Once per owed action.
-- PreCompact, automatic, without a ready package for the cycle: hold the compaction once per cycle, with the
-  instruction as the reason; the next attempt goes through, so a stuck agent never loses its compaction. A manual
-  compaction (/compact) is the user's decision and never held.
+Decisions, the same for both tools, while a `prepare_handoff` / `pre_compaction_wrap_up` is open and no package is
+ready for the current cycle (the agent is told early, mid-turn, and never by holding the compaction):
+- PostToolUse (after each tool call, so mid-turn) and UserPromptSubmit: the instruction as additional context, once
+  per owed action.
+- Stop: block with the instruction as the reason, which the agent reads and acts on (the turn goes on), once per owed
+  action, whether or not the context told it already.
+- PreCompact: no answer. Holding an automatic compaction costs the user the turn (Claude Code fails it, "Prompt is
+  too long"; Codex's `continue: false` ends it) and never reaches the agent: the handoff must come before.
 - SessionStart with a resume prompt (after a compaction, or a relay thread started for a package): the prompt as
   additional context.
 
-Output formats (JSON on stdout, exit 0):
-- Claude Code: Stop and PreCompact `{"decision": "block", "reason": ...}` (PreCompact may block since 2.1.105);
-  UserPromptSubmit and SessionStart `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}`.
-- Codex (codex-rs/hooks/schema/generated/*.command.output.schema.json): Stop `{"decision": "block", "reason": ...}`
-  continues the turn with the reason as its prompt; UserPromptSubmit and SessionStart as Claude Code; PreCompact
-  has no `decision` (its schema refuses unknown keys): `{"continue": false, "stopReason": ...}` stops the compaction
-  and the turn, and the user sees the reason.
+The instruction names the ctxbudget program by absolute path (the agent's shell may not have its directory on PATH:
+Codex runs commands in `bash -lc`) and the API's URL when the hook got it from `--api-url` rather than the
+environment; never the token, which `handoff write` reads from the tool's environment as the hook does.
+
+Output formats (JSON on stdout, exit 0), the same for both tools (Claude Code's hooks reference; Codex:
+codex-rs/hooks/schema/generated/*.command.output.schema.json, those of 0.169.0 checked in its binary): Stop
+`{"decision": "block", "reason": ...}`; PostToolUse, UserPromptSubmit and SessionStart
+`{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}`.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -33,14 +36,14 @@ from typing import Any
 
 from core.actions import WRAP_UP_ACTIONS
 from core.handoff import ready_for_cycle
-from reporter.hooks import PRE_COMPACT, HookInput
+from reporter.hooks import HookInput
 from schemas import HandoffPackage, MasterActionItem, PackageStatus
 
 STOP = "Stop"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
 SESSION_START = "SessionStart"
-HELD_NOTE = "ctxbudget held this automatic compaction once; the next one goes through."
-HANDOFF_COMMAND = "ctxbudget handoff write --thread {thread_id}"
+POST_TOOL_USE = "PostToolUse"
+CONTEXT_EVENTS = frozenset({USER_PROMPT_SUBMIT, POST_TOOL_USE})
 HANDOFF_SHAPE = (
     '{"summary": "<what was done, where it stands, what the next thread must know>", '
     '"open_questions": ["..."], "next_actions": ["..."], "decision_links": ["..."]}'
@@ -86,13 +89,13 @@ def thread_duty(detail: dict[str, Any], package: HandoffPackage | None) -> Threa
 
 @dataclass
 class HookMemory:
-    """What the hooks already did, so each is done once: actions the agent was told about, and the cycle in which
-    each thread's automatic compaction was held."""
+    """What the hooks already did, so each is done once: actions the agent was told of in its context, and actions
+    whose Stop was blocked."""
 
     told: dict[str, str] = field(default_factory=dict)
     """action id -> thread id."""
-    held: dict[str, str] = field(default_factory=dict)
-    """thread id -> cycle."""
+    blocked: dict[str, str] = field(default_factory=dict)
+    """action id -> thread id."""
 
 
 @dataclass(frozen=True)
@@ -101,42 +104,44 @@ class HookAnswer:
     """The JSON to print for the tool; None: nothing to say, the tool goes on."""
     told: tuple[str, ...] = ()
     """Owed actions this answer tells the agent about (remember them)."""
-    held_cycle: str | None = None
-    """The cycle whose automatic compaction this answer holds (remember it)."""
+    blocked: tuple[str, ...] = ()
+    """Owed actions whose Stop this answer blocks (remember them)."""
 
 
-def instruction(thread_id: str) -> str:
+def handoff_command(program: str, thread_id: str, api_url: str | None = None) -> str:
+    """The command the agent runs: the program by absolute path, the API's URL when the environment lacks it."""
+    url = ["--api-url", api_url] if api_url else []
+    return shlex.join([program, "handoff", "write", "--thread", thread_id, *url])
+
+
+def instruction(command: str) -> str:
     return (
         "ctxbudget: this thread owes a handoff before its context is compacted, and no handoff package is ready "
-        "yet. Finish the step you are in, then write your handoff now: run "
-        f"`{HANDOFF_COMMAND.format(thread_id=thread_id)}` with this JSON on stdin: {HANDOFF_SHAPE}. "
-        "The worker adds the files, patches, commands and tests itself; write only what you alone know."
+        f"yet. Finish the step you are in, then write your handoff now: run `{command}` with this JSON on stdin: "
+        f"{HANDOFF_SHAPE}. The worker adds the files, patches, commands and tests itself; write only what you alone "
+        "know."
     )
 
 
-def decide(tool: Tool, hook: HookInput, duty: ThreadDuty | None, memory: HookMemory) -> HookAnswer:
-    """The answer to a Stop, UserPromptSubmit or PreCompact hook (see the module docstring)."""
+def decide(hook: HookInput, duty: ThreadDuty | None, memory: HookMemory, command: str) -> HookAnswer:
+    """The answer to a Stop, UserPromptSubmit or PostToolUse hook (see the module docstring); `command` is the
+    thread's `handoff_command`."""
     if duty is None or duty.ready:
         return HookAnswer()
-    if hook.event_name == PRE_COMPACT:
-        if hook.trigger != "auto" or memory.held.get(duty.thread_id) == duty.cycle:
-            return HookAnswer()
-        reason = f"{HELD_NOTE} {instruction(hook.session_id)}"
-        if tool is Tool.CODEX:
-            return HookAnswer({"continue": False, "stopReason": reason}, held_cycle=duty.cycle)
-        return HookAnswer({"decision": "block", "reason": reason}, held_cycle=duty.cycle)
-    untold = tuple(action for action in duty.owed_action_ids if action not in memory.told)
-    if not untold:
-        return HookAnswer()
     if hook.event_name == STOP:
-        return HookAnswer({"decision": "block", "reason": instruction(hook.session_id)}, told=untold)
-    if hook.event_name == USER_PROMPT_SUBMIT:
-        return HookAnswer(additional_context(USER_PROMPT_SUBMIT, instruction(hook.session_id)), told=untold)
+        unblocked = tuple(action for action in duty.owed_action_ids if action not in memory.blocked)
+        if not unblocked:
+            return HookAnswer()
+        return HookAnswer({"decision": "block", "reason": instruction(command)}, told=unblocked, blocked=unblocked)
+    if hook.event_name in CONTEXT_EVENTS:
+        untold = tuple(action for action in duty.owed_action_ids if action not in memory.told)
+        if untold:
+            return HookAnswer(additional_context(hook.event_name, instruction(command)), told=untold)
     return HookAnswer()
 
 
 def additional_context(event_name: str, text: str) -> dict[str, Any]:
-    """Context for the agent, in the format both tools read for UserPromptSubmit and SessionStart."""
+    """Context for the agent, in the format both tools read for PostToolUse, UserPromptSubmit and SessionStart."""
     return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
 
 
@@ -144,6 +149,6 @@ def remember(memory: HookMemory, thread_id: str, answer: HookAnswer) -> bool:
     """Records what `answer` did; False when there was nothing to record."""
     for action in answer.told:
         memory.told[action] = thread_id
-    if answer.held_cycle is not None:
-        memory.held[thread_id] = answer.held_cycle
-    return bool(answer.told) or answer.held_cycle is not None
+    for action in answer.blocked:
+        memory.blocked[action] = thread_id
+    return bool(answer.told or answer.blocked)

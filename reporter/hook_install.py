@@ -9,8 +9,8 @@ the same `hooks` shape: event -> [{"matcher": ..., "hooks": [{"type": "command",
 Merging: the user's other hooks, and every other key of the file, stay as they are; a group of ours (a command that
 runs `ctxbudget ... hook`) is replaced by the current one, so installing again changes nothing (idempotent) and an
 upgrade replaces the old entry instead of adding a second. The matchers select what the hook needs: compactions of
-both triggers (a manual one is reported, never held), session starts that resume from a package (startup: a relay
-thread; compact), and every Stop and UserPromptSubmit (they take no matcher).
+both triggers (reported, never held), session starts that resume from a package (startup: a relay thread; compact),
+every tool call (PostToolUse without a matcher: the agent is told mid-turn), and every Stop and UserPromptSubmit.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ MATCHERS: dict[str, str | None] = {
     "SessionStart": "startup|compact",
     "Stop": None,
     "UserPromptSubmit": None,
+    "PostToolUse": None,
 }
 
 
@@ -140,12 +141,16 @@ def install_command(
     ] = None,
     project_dir: Annotated[Path, typer.Option(help="--scope project: the project.")] = Path(),
 ) -> None:
-    """Write ctxbudget's PreCompact, PostCompact, SessionStart, Stop and UserPromptSubmit hooks, keeping the rest."""
+    """Write ctxbudget's PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit and PostToolUse hooks, keeping
+    the rest."""
     path = config_path(tool, scope, Path.home(), project_dir.resolve(), os.environ.get("CODEX_HOME"))
     command = hook_command(program or default_program(), tool, api_url)
     written = install(path, command)
     typer.echo(f"{'wrote' if written else 'already up to date:'} {path}")
     typer.echo(json.dumps({"hooks": our_entries(command)}, indent=2))
-    typer.echo("The hook reads CTXBUDGET_WORKER_TOKEN (and CTXBUDGET_API_URL) from the tool's environment.")
+    typer.echo(
+        "The hook, and the `handoff write` it tells the agent to run, read CTXBUDGET_WORKER_TOKEN (and "
+        "CTXBUDGET_API_URL) from the tool's environment."
+    )
     if tool is Tool.CODEX:
         typer.echo("Codex runs a new hook only once you trust it: review it in Codex's /hooks.")

@@ -1,4 +1,4 @@
-"""The hooks' memory on disk (`<data dir>/reporter/hooks-state.json`, beside the reporter's other state).
+"""The hooks' memory on disk (`<worker state dir>/hooks-state.json`).
 
 Hooks of several sessions run at once: a read-modify-write holds an exclusive lock on a file beside it, and the
 file is replaced whole (reporter.atomic_file). It stays small: only the latest entries of each kind are kept, since
@@ -23,13 +23,13 @@ def load(path: Path) -> HookMemory:
     """The memory in `path`; an empty one when there is none or it is unreadable (the hooks then act again, once)."""
     try:
         data = json.loads(path.read_bytes())
-        return HookMemory(told=dict(data.get("told", {})), held=dict(data.get("held", {})))
+        return HookMemory(told=dict(data.get("told", {})), blocked=dict(data.get("blocked", {})))
     except (OSError, ValueError, AttributeError, TypeError):
         return HookMemory()
 
 
 def save(path: Path, memory: HookMemory) -> None:
-    data = {"told": _latest(memory.told), "held": _latest(memory.held)}
+    data = {"told": _latest(memory.told), "blocked": _latest(memory.blocked)}
     write_atomically(path, json.dumps(data, indent=1).encode())
 
 

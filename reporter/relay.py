@@ -2,12 +2,19 @@
 
 Actions come from the 5.2 answers (`take_response`) or, for a worker that reports straight to Kafka, from the API's
 list (`take_records`). Each new open action is acknowledged. A wrap-up (`prepare_handoff`, `pre_compaction_wrap_up`)
-makes the thread's package: first a draft from the worker's facts alone, at once (unless the thread already holds
-a ready package of the relay's, which a newer draft would displace), then the agent is asked for its part (when an
-`AgentAsker` can reach it) and the package goes out `ready` once it meets the engine's readiness rule, and the
-wrap-up actions are completed. An agent that does not answer in time gets a package from facts alone, its
-summary from the transcript's latest assistant messages, marked as such. Everything owed goes through the outbox, so
-nothing is lost to an unreachable receiver.
+makes the thread's package. The agent's part, once written in a cycle, is in every later package of that cycle (the
+engine keeps the newest package, so a facts-only one would displace it):
+- the agent's part of the current cycle already in the inbox (`handoff write`, told by the hooks): the package is
+  assembled with it and goes out ready at once;
+- else a draft from the worker's facts alone goes out at once (a stuck agent still leaves the facts), unless the
+  thread holds a ready package that a draft would displace (the relay's own, or one the API shows holding an agent's
+  part); then the agent is asked for its part (an `AgentAsker`: the app-server's client), or its part is awaited in
+  the inbox, for `ask_seconds`; the package goes out `ready` once it meets the engine's readiness rule, and the
+  wrap-up actions are completed;
+- an agent that gave no part in time gets a package from facts alone, its summary from the transcript's latest
+  assistant messages, marked as such, unless the API shows the thread's ready package holding an agent's part (then
+  that one stays).
+Everything owed goes through the outbox, so nothing is lost to an unreachable receiver.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reporter.agent_handoff import AgentHandoff
+from reporter.agent_inbox import AgentInbox, ThreadCycle
 from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from reporter.git_facts import Checklist
 from reporter.handoff_assembly import assemble, gather, promote
@@ -42,6 +50,7 @@ log = logging.getLogger(__name__)
 WRAP_UP = frozenset({MasterAction.PREPARE_HANDOFF, MasterAction.PRE_COMPACTION_WRAP_UP})
 """The actions the worker answers with a package (spec 8.3)."""
 DEFAULT_ASK_SECONDS = 120.0
+INBOX_POLL_SECONDS = 0.5
 RETRY = RetryDelays(base_delay_seconds=1.0, max_delay_seconds=30.0)
 
 
@@ -59,6 +68,23 @@ class ThreadWork:
     began_at: datetime | None = None
     checklist: Checklist = field(default_factory=Checklist)
     latest_messages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """What the API says of a thread when its package is made."""
+
+    cycle: ThreadCycle
+    agent_package_ready: bool = False
+    """Its current package is ready, of this cycle, and holds an agent's part (not a facts-only one)."""
+
+
+Look = Callable[[str], Awaitable[ThreadView | None]]
+"""The API's view of a thread; None when it cannot say."""
+
+
+async def no_look(_: str) -> ThreadView | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,9 @@ class Relay:
         work_of: Callable[[str], ThreadWork] = lambda _: ThreadWork(),
         clock: Callable[[], datetime] = _utc_now,
         ask_seconds: float = DEFAULT_ASK_SECONDS,
+        inbox: AgentInbox | None = None,
+        look: Look = no_look,
+        inbox_poll_seconds: float = INBOX_POLL_SECONDS,
     ) -> None:
         self.identity = identity
         self.deliverer = deliverer
@@ -111,6 +140,9 @@ class Relay:
         self.work_of = work_of
         self.clock = clock
         self.ask_seconds = ask_seconds
+        self.inbox = inbox
+        self.look = look
+        self.inbox_poll_seconds = inbox_poll_seconds
         self.prepared: list[Prepared] = []
         self.woken = asyncio.Event()
         self._taken: set[str] = set()
@@ -144,10 +176,14 @@ class Relay:
         return list(self._due)
 
     async def prepare(self, thread_id: str) -> Prepared | None:
-        """The thread's package for its due wrap-ups: draft now, ready once the agent answered (or could not)."""
+        """The thread's package for its due wrap-ups: with the agent's part of this cycle when there is one, else a
+        draft now and the ready version once the agent answered (or could not)."""
         items = self._due.pop(thread_id, [])
         if not items:
             return None
+        issued = min(item.issued_at for item in items)
+        view = await self._look(thread_id)
+        cycle = view.cycle if view else None
         work = self.work_of(thread_id)
         created = self.clock()
         facts = await asyncio.to_thread(gather, work.cwd, work.began_at, self.patch_dir, thread_id, work.checklist)
@@ -160,10 +196,16 @@ class Relay:
             "now": created,
         }
         draft = assemble(**fields, agent=None, latest_messages=())
-        if thread_id not in self._ready:  # out before the agent is asked: a stuck agent still leaves the facts
+        agent = self._written(thread_id, cycle, issued)
+        holding = thread_id in self._ready or (view is not None and view.agent_package_ready)
+        if agent is None and not holding:  # out before the agent is asked: a stuck agent still leaves the facts
             self.outbox.add(Owed.of_package(draft))
             await self.flush()
-        agent = await self._ask(thread_id, items[0].action)
+        if agent is None:
+            agent = await self._ask(thread_id, items[0].action, cycle, issued)
+        if agent is None and (later := await self._look(thread_id)) is not None and later.agent_package_ready:
+            log.info("relay: thread %r holds a ready package with its agent's part: left in place", thread_id)
+            return None
         final = assemble(**fields, agent=agent, latest_messages=() if agent else work.latest_messages)
         ready = promote(final, self.clock())
         if ready is not None:
@@ -172,10 +214,10 @@ class Relay:
                 Owed.of_package(ready),
                 *(Owed.of_command(item.action_id, thread_id, MasterActionCommandKind.DONE) for item in items),
             )
-        elif final != draft and thread_id not in self._ready:
+        elif final != draft and not holding:
             self.outbox.add(Owed.of_package(final))
         await self.flush()
-        prepared = Prepared(ready or final, min(item.issued_at for item in items), ready.ready_at if ready else None)
+        prepared = Prepared(ready or final, issued, ready.ready_at if ready else None)
         self.prepared.append(prepared)
         log.info(
             "relay: thread %r package %s is %s (agent %s)",
@@ -186,16 +228,40 @@ class Relay:
         )
         return prepared
 
-    async def _ask(self, thread_id: str, action: MasterAction) -> AgentHandoff | None:
-        if self.asker is None:
+    async def _look(self, thread_id: str) -> ThreadView | None:
+        try:
+            return await self.look(thread_id)
+        except Exception as error:  # the API's view only spares a displaced package: the relay answers without it
+            log.warning("relay: could not ask the API about thread %r: %r", thread_id, error)
+            return None
+
+    def _written(self, thread_id: str, cycle: ThreadCycle | None, issued: datetime) -> AgentHandoff | None:
+        return self.inbox.part(thread_id, cycle, issued) if self.inbox is not None else None
+
+    async def _ask(
+        self, thread_id: str, action: MasterAction, cycle: ThreadCycle | None, issued: datetime
+    ) -> AgentHandoff | None:
+        """The agent's part: asked of the agent when the relay can reach it, else awaited in the inbox (the hooks
+        tell the agent to run `handoff write`); None after `ask_seconds`."""
+        if self.asker is not None:
+            question = self.asker.ask(thread_id, action)
+        elif self.inbox is not None:
+            question = self._await_part(thread_id, cycle, issued)
+        else:
             return None
         try:
-            return await asyncio.wait_for(self.asker.ask(thread_id, action), self.ask_seconds)
+            return await asyncio.wait_for(question, self.ask_seconds)
         except TimeoutError:
             log.warning("relay: the agent of thread %r gave no handoff in %.0f s", thread_id, self.ask_seconds)
         except Exception:  # an agent tool that fails must not stop the relay: facts alone still make a package
             log.exception("relay: asking the agent of thread %r failed", thread_id)
-        return None
+        return self._written(thread_id, cycle, issued)  # written meanwhile by `handoff write`
+
+    async def _await_part(self, thread_id: str, cycle: ThreadCycle | None, issued: datetime) -> AgentHandoff | None:
+        while True:  # another process writes the inbox: nothing here to wait on but the file
+            if (agent := self._written(thread_id, cycle, issued)) is not None:
+                return agent
+            await asyncio.sleep(self.inbox_poll_seconds)
 
     async def flush(self) -> bool:
         """Deliver what is owed; True when nothing is left."""

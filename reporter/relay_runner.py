@@ -5,7 +5,10 @@
   (`--actions-url`), since Kafka gives no answer.
 - Codex app-server with the reporter as its client: the client asks the agent (turn/start or turn/steer) and keeps its
   latest messages; the thread is started by the reporter, its first input given (a resume prompt).
-- Claude Code: the hooks tell the agent to run `ctxbudget handoff write`; the relay waits for that part in its inbox.
+- Otherwise (Claude Code, Codex with hooks): the hooks tell the agent to run `ctxbudget handoff write`; the relay
+  finds that part in the worker state directory's inbox, shared with that command.
+- The API's view of a thread (`look`: its compaction cycle and whether its ready package holds an agent's part) says
+  which part is of the current cycle and spares a package holding the agent's part from a facts-only successor.
 """
 
 from __future__ import annotations
@@ -17,18 +20,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.handoff import ready_for_cycle
+from reporter.agent_inbox import cycle_of
 from reporter.app_server_client import AppServerClient
+from reporter.budget_api import BudgetApi
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.git_facts import WorkFactTracker
-from reporter.handoff_write import InboxAsker, RelayPaths
+from reporter.handoff_assembly import FACTS_ONLY_MARK
+from reporter.handoff_write import RelayPaths
 from reporter.http_delivery import HttpDelivery
 from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
-from reporter.relay import DEFAULT_ASK_SECONDS, AgentAsker, Relay, ThreadWork
+from reporter.relay import DEFAULT_ASK_SECONDS, AgentAsker, Look, Relay, ThreadView, ThreadWork, no_look
 from reporter.reporter import Reporter, run_app_server
-from schemas import MasterActionRecord
+from schemas import MasterActionRecord, PackageStatus
 
 Poll = Callable[[], Awaitable[Sequence[MasterActionRecord]]]
+LOOK_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -45,13 +53,25 @@ def build_relay(
     options: RelayOptions,
     identity: Identity,
     delivery: HttpDelivery | KafkaDelivery,
-    spool_dir: Path,
+    paths: RelayPaths,
     asker: AgentAsker | None,
     work_of: Callable[[str], ThreadWork],
+    api_url: str | None = None,
 ) -> tuple[Relay, Poll | None]:
-    """The relay and, for a worker reporting to Kafka, how it lists its actions."""
-    paths = RelayPaths(spool_dir)
-    relay = Relay(identity, delivery, paths.outbox(), paths.patches, asker, work_of, ask_seconds=options.ask_seconds)
+    """The relay and, for a worker reporting to Kafka, how it lists its actions. The API (`api_url`, else
+    `--actions-url`) gives the relay its view of a thread."""
+    api = api_url or options.actions_url
+    relay = Relay(
+        identity,
+        delivery,
+        paths.outbox(),
+        paths.patches,
+        asker,
+        work_of,
+        ask_seconds=options.ask_seconds,
+        inbox=paths.inbox,
+        look=api_look(BudgetApi(api, options.token, LOOK_TIMEOUT_SECONDS)) if api else no_look,
+    )
     if isinstance(delivery, HttpDelivery):
         delivery.on_response = relay.take_response
         return relay, None
@@ -60,13 +80,29 @@ def build_relay(
     return relay, None
 
 
+def api_look(api: BudgetApi) -> Look:
+    """The thread's cycle and whether its ready package of this cycle holds an agent's part, from the 6.3 detail."""
+
+    def view(thread_id: str) -> ThreadView | None:
+        detail = api.thread_detail(thread_id)
+        if detail is None:
+            return None
+        cycle = cycle_of(detail)
+        held = detail.get("handoff_package_status") == PackageStatus.READY.value and detail.get("handoff_package_id")
+        package = api.package(held) if held else None
+        agents = (
+            package is not None
+            and ready_for_cycle(package, cycle.last_compaction_at)
+            and not package.summary_text.startswith(FACTS_ONLY_MARK)
+        )
+        return ThreadView(cycle, agent_package_ready=agents)
+
+    return lambda thread_id: asyncio.to_thread(view, thread_id)
+
+
 def tracked_work(facts: WorkFactTracker) -> Callable[[str], ThreadWork]:
     """A thread's directory and checklist as the work-fact tracker knows them from its transcript or rollout."""
     return lambda thread_id: ThreadWork(cwd=facts.cwd(thread_id), checklist=facts.checklist(thread_id))
-
-
-def claude_code_asker(spool_dir: Path) -> AgentAsker:
-    return InboxAsker(RelayPaths(spool_dir))
 
 
 @contextlib.asynccontextmanager

@@ -24,6 +24,7 @@ reason and logged.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import struct
@@ -32,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from schemas import SourceKind, ThreadContextSnapshot
 from schemas.codec import Codec, DecodeError
@@ -52,6 +54,14 @@ _SNAPSHOTS: Codec[ThreadContextSnapshot] = Codec(ThreadContextSnapshot)
 
 StreamKey = tuple[str, SourceKind]
 """A thread and source: the engine orders snapshots by version within one."""
+
+
+LOCK_NAME = ".lock"
+SPOOL_SLOTS = 16
+
+
+class SpoolBusy(RuntimeError):
+    """Another process holds the spool directory."""
 
 
 class SpoolCorrupt(RuntimeError):
@@ -227,3 +237,29 @@ class Spool:
         os.replace(temporary, self._path)
         _fsync_directory(self.directory)
         self._dead_bytes = 0
+
+
+def lock_directory(directory: Path) -> IO[bytes]:
+    """An exclusive lock on a spool directory, held until the returned file is closed (or the process ends): two
+    processes rewriting one spool's files would lose records. SpoolBusy when another process holds it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = (directory / LOCK_NAME).open("ab")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise SpoolBusy(f"another ctxbudget process uses the spool {directory}") from None
+    return lock
+
+
+def claim_spool(base: Path, slots: int = SPOOL_SLOTS) -> tuple[Path, IO[bytes]]:
+    """The first of `base`, `base-2`, ... `base-<slots>` that no other process holds, locked. A second reporter on
+    one machine (a Codex app-server thread each, say) gets a spool of its own; a restarted one takes the first free
+    slot and delivers what it holds (records carry their own identity, and the receiver drops repeats)."""
+    for slot in range(1, slots + 1):
+        directory = base if slot == 1 else base.with_name(f"{base.name}-{slot}")
+        try:
+            return directory, lock_directory(directory)
+        except SpoolBusy:
+            continue
+    raise SpoolBusy(f"{slots} reporters already use the spools {base}, {base.name}-2, ...: give --spool-dir")

@@ -111,6 +111,15 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
     )
 
 
+@pytest.fixture(autouse=True)
+def worker_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own worker state directory (never the user's ~/.local/state), inherited by the processes it
+    starts."""
+    directory = tmp_path / "worker-state"
+    monkeypatch.setenv("CTXBUDGET_WORKER_STATE_DIR", str(directory))
+    return directory
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under CI a skip means a real service was missing or a test was switched off: that is a failure, not a pass."""
     if not os.environ.get("CI"):

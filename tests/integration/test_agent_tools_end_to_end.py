@@ -106,7 +106,7 @@ async def _stop(process: asyncio.subprocess.Process) -> str:
 
 
 async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_ranking_and_the_thread_page(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, worker_state: Path
 ) -> None:
     settings = settings.model_copy(update={"app_id": f"test-{uuid.uuid4().hex[:8]}"})
     await ensure_topics(settings)
@@ -203,7 +203,8 @@ async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_rankin
     for log in logs:
         assert "rejected a" not in log, log  # the API admitted every snapshot and session event
     assert not (tmp_path / "spool" / REJECTED_NAME).exists()
-    assert {p.name for p in (tmp_path / "reporter" / "reporter").iterdir()} >= {"claude-code.json", "rollouts.json"}
+    assert (worker_state / "claude-code.json").is_file()
+    assert (worker_state / "rollouts.json").is_file()
 
 
 async def _until_shown(api: str, token: str, tool: Tool) -> None:

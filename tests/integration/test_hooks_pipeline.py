@@ -24,7 +24,6 @@ import pytest
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from core.settings import Settings
-from reporter.hook_actions import HELD_NOTE
 from schemas import HandoffPackage, PackageStatus
 from schemas.codec import encode_record
 from tests.integration.pipeline import get_json, served_worker
@@ -159,14 +158,32 @@ async def test_hooks_make_a_thread_hand_off_before_its_automatic_compaction(sett
         assert code == 0, err
         assert "Backfill in one go or per month?" in out
 
-        # no package at all: the automatic compaction is held once, then let through; a manual one never held
-        code, out, err = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="auto"))
+        # no package yet: told mid-turn after a tool call, once; an automatic compaction is never held
+        used = _hook(stuck, hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t-1", tool_input={})
+        code, out, err = await _run(env, "hook", stdin=used)
         assert code == 0, err
-        assert json.loads(out)["reason"].startswith(HELD_NOTE)
-        second = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="auto"))
-        assert second[:2] == (0, "")
-        manual = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger="manual"))
-        assert manual[:2] == (0, "")
+        told = json.loads(out)["hookSpecificOutput"]
+        assert told["hookEventName"] == "PostToolUse"
+        assert f"handoff write --thread {stuck}" in told["additionalContext"]
+        assert (await _run(env, "hook", stdin=used))[:2] == (0, "")
+        for trigger in ("auto", "manual"):
+            held = await _run(env, "hook", stdin=_hook(stuck, hook_event_name="PreCompact", trigger=trigger))
+            assert held[:2] == (0, "")
+
+        # the agent runs the command it was told, in a shell with only the API's URL and the worker token
+        agent_env = {k: v for k, v in env.items() if k != "CTXBUDGET_PROJECT_ID"}
+        part = {"summary": "Stuck on the schema.", "open_questions": [], "next_actions": [], "decision_links": []}
+        code, out, err = await _run(
+            agent_env, "handoff", "write", "--thread", stuck, "--cwd", str(tmp_path), stdin=json.dumps(part)
+        )
+        assert code == 0, err
+        await _until(
+            f"{api}/api/v1/threads/{stuck}/context-budget",
+            token,
+            lambda d: d["handoff_package_status"] == "ready" and d["project_id"] == PROJECT,
+            within=90,
+            what="the agent's ready package",
+        )
 
 
 def _post(url: str, token: str, package: HandoffPackage) -> dict:

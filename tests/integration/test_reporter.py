@@ -120,14 +120,14 @@ def worker_token(secret: bytes) -> str:
 
 @pytest.mark.clickhouse
 async def test_a_wrong_token_keeps_every_snapshot_and_says_so_until_the_right_one_delivers_them(
-    settings: Settings, clickhouse: Any, tmp_path: Path
+    settings: Settings, clickhouse: Any, tmp_path: Path, worker_state: Path
 ) -> None:
     migrate(clickhouse)
     await ensure_topics(settings)
     session = str(FIXTURES / "app_server_session.jsonl")
     nothing_new = tmp_path / "empty.jsonl"
     nothing_new.write_text("")
-    spool_dir = settings.data_dir / "reporter" / "spool"
+    spool_dir = worker_state / "spool"
     app = create_app(settings, clickhouse, ApiSettings(), secret=SECRET)
     async with running(app, "127.0.0.1", 0) as api_url:
         wrong = worker_token(b"a-secret-that-is-not-the-apis-own-32+bytes")

@@ -1,5 +1,6 @@
 """Recorded hook payloads of Claude Code and Codex replayed through `ctxbudget hook` against a stand-in API: what
-the agent is told while its thread owes a handoff, the automatic compaction held once, the next thread resumed."""
+the agent is told while its thread owes a handoff (mid-turn, at its Stop, never by holding a compaction), the next
+thread resumed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typer.testing import CliRunner, Result
 
 from ctxbudget.cli import app
 from reporter.codex_rollouts import _FILE_THREAD_ID
-from reporter.hook_actions import HELD_NOTE
 from schemas import SESSION_EVENT_ADAPTER, MasterAction, PackageStatus
 from schemas.session_events import CompactionStarted
 from tests.unit.reporter.budget_fake import NOW, FakeBudgetApi, sample_package
@@ -24,6 +24,7 @@ CODEX_STOP = (DATA / "codex" / "ccboard-0161-hook_Stop.json").read_text()
 CODEX_PROMPT = (DATA / "codex" / "ccboard-0161-hook_UserPromptSubmit.json").read_text()
 CODEX_START = (DATA / "codex" / "ccboard-0161-hook_SessionStart.json").read_text()
 CLAUDE_SESSION = json.loads(CLAUDE_STOP)["session_id"]
+PROGRAM = "/opt/venv/bin/ctxbudget"
 CODEX_SESSION = json.loads(CODEX_STOP)["session_id"]
 
 
@@ -49,6 +50,8 @@ def api() -> Iterator[FakeBudgetApi]:
 def run(api: FakeBudgetApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("CTXBUDGET_RESUME_PACKAGE", raising=False)
+    monkeypatch.delenv("CTXBUDGET_API_URL", raising=False)
+    monkeypatch.setattr("reporter.agent_commands.default_program", lambda: PROGRAM)
 
     def invoke(payload: str, *extra: str, env: dict[str, str] | None = None) -> Result:
         args = ["hook", "--api-url", api.url, "--token", "t", "--state-file", str(tmp_path / "hooks-state.json")]
@@ -76,10 +79,10 @@ def test_stop_tells_the_agent_to_write_its_handoff_once_per_owed_action(api: Fak
     first = _answer(run(CLAUDE_STOP))
     assert first is not None
     assert first["decision"] == "block"
-    assert f"ctxbudget handoff write --thread {CLAUDE_SESSION}" in first["reason"]
+    assert f"`{PROGRAM} handoff write --thread {CLAUDE_SESSION} --api-url {api.url}`" in first["reason"]
     for key in ("summary", "open_questions", "next_actions", "decision_links"):
         assert f'"{key}"' in first["reason"]
-    assert _answer(run(CLAUDE_STOP)) is None  # told once: the agent is not held in a loop
+    assert _answer(run(CLAUDE_STOP)) is None  # blocked once: the agent is not held in a loop
     api.owe(CLAUDE_SESSION, "act-2", MasterAction.PRE_COMPACTION_WRAP_UP)
     assert _answer(run(CLAUDE_STOP))["decision"] == "block"  # a new owed action is told again
 
@@ -89,8 +92,30 @@ def test_codex_stop_and_prompt_submit_in_codex_format(api: FakeBudgetApi, run) -
     api.owe(CODEX_SESSION, "act-1")
     prompt = _answer(run(CODEX_PROMPT, "--tool", "codex"))
     assert prompt["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
-    assert "ctxbudget handoff write --thread " + CODEX_SESSION in prompt["hookSpecificOutput"]["additionalContext"]
-    assert _answer(run(CODEX_STOP, "--tool", "codex")) is None  # the same action, already told
+    assert f"{PROGRAM} handoff write --thread {CODEX_SESSION}" in prompt["hookSpecificOutput"]["additionalContext"]
+    assert _answer(run(CODEX_STOP, "--tool", "codex"))["decision"] == "block"  # told, but its Stop is blocked once
+    assert _answer(run(CODEX_STOP, "--tool", "codex")) is None
+
+
+@pytest.mark.parametrize(("payload", "tool"), [(CLAUDE_STOP, "claude"), (CODEX_STOP, "codex")])
+def test_after_a_tool_call_the_agent_is_told_mid_turn_once(api: FakeBudgetApi, run, payload: str, tool: str) -> None:
+    session = json.loads(payload)["session_id"]
+    used = _like(payload, hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t-1", tool_input={})
+    api.thread(session)
+    assert _answer(run(used, "--tool", tool)) is None  # nothing owed
+    api.owe(session, "act-1")
+    context = _answer(run(used, "--tool", tool))["hookSpecificOutput"]
+    assert context["hookEventName"] == "PostToolUse"  # both tools' PostToolUse output schema
+    assert f"{PROGRAM} handoff write --thread {session}" in context["additionalContext"]
+    assert _answer(run(used, "--tool", tool)) is None  # once per owed action
+
+
+def test_the_url_stays_out_of_the_command_when_the_environment_has_it(api: FakeBudgetApi, run) -> None:
+    api.thread(CLAUDE_SESSION)
+    api.owe(CLAUDE_SESSION, "act-1")
+    reason = _answer(run(CLAUDE_STOP, env={"CTXBUDGET_API_URL": api.url}))["reason"]
+    assert f"`{PROGRAM} handoff write --thread {CLAUDE_SESSION}`" in reason
+    assert "--token" not in reason  # never the token
 
 
 def test_nothing_is_said_when_nothing_is_owed_or_a_package_is_ready(api: FakeBudgetApi, run) -> None:
@@ -99,47 +124,33 @@ def test_nothing_is_said_when_nothing_is_owed_or_a_package_is_ready(api: FakeBud
     api.owe(CLAUDE_SESSION, "act-1")
     api.post_package(sample_package(CLAUDE_SESSION))
     assert _answer(run(CLAUDE_STOP)) is None
-    assert _answer(run(_pre_compact(CLAUDE_STOP))) is None
 
 
-def test_an_automatic_compaction_is_held_once_per_cycle_then_let_through(api: FakeBudgetApi, run) -> None:
-    api.thread(CLAUDE_SESSION, compaction_count=2, last_compaction_at=(NOW - timedelta(hours=1)).isoformat())
-    held = _answer(run(_pre_compact(CLAUDE_STOP)))
-    assert held["decision"] == "block"
-    assert held["reason"].startswith(HELD_NOTE)
-    assert _answer(run(_pre_compact(CLAUDE_STOP))) is None  # the next attempt goes through
-    api.thread(CLAUDE_SESSION, compaction_count=3, last_compaction_at=NOW.isoformat())  # compacted: a new cycle
-    assert _answer(run(_pre_compact(CLAUDE_STOP)))["decision"] == "block"
+@pytest.mark.parametrize(("payload", "tool"), [(CLAUDE_STOP, "claude"), (CODEX_STOP, "codex")])
+@pytest.mark.parametrize("trigger", ["auto", "manual"])
+def test_a_compaction_is_never_held_even_owing(api: FakeBudgetApi, run, payload: str, tool: str, trigger) -> None:
+    session = json.loads(payload)["session_id"]
+    api.thread(session)
+    api.owe(session, "act-1")
+    assert run(_pre_compact(payload, trigger), "--tool", tool).stdout == ""
 
 
-def test_a_manual_compaction_is_never_held(api: FakeBudgetApi, run) -> None:
+def test_a_package_of_an_earlier_cycle_is_no_ready_package(api: FakeBudgetApi, run) -> None:
     api.thread(CLAUDE_SESSION)
     api.owe(CLAUDE_SESSION, "act-1")
-    assert _answer(run(_pre_compact(CLAUDE_STOP, trigger="manual"))) is None
-
-
-def test_codex_holds_a_compaction_with_continue_false(api: FakeBudgetApi, run) -> None:
-    api.thread(CODEX_SESSION)
-    held = _answer(run(_pre_compact(CODEX_STOP), "--tool", "codex"))
-    assert set(held) == {"continue", "stopReason"}  # Codex's PreCompact output refuses unknown keys
-    assert held["continue"] is False
-    assert "ctxbudget handoff write" in held["stopReason"]
-
-
-def test_a_package_of_an_earlier_cycle_does_not_let_the_compaction_through(api: FakeBudgetApi, run) -> None:
-    api.thread(CLAUDE_SESSION)
     api.post_package(
         sample_package(CLAUDE_SESSION, created_at=NOW - timedelta(hours=2), ready_at=NOW - timedelta(hours=2))
     )
+    api.owe(CLAUDE_SESSION, "act-2")
     api.thread(CLAUDE_SESSION, compaction_count=1, last_compaction_at=NOW.isoformat())  # compacted since
-    assert _answer(run(_pre_compact(CLAUDE_STOP)))["decision"] == "block"
+    assert _answer(run(CLAUDE_STOP))["decision"] == "block"
 
 
 def test_the_api_down_or_unreachable_lets_the_tool_go_on(api: FakeBudgetApi, run, tmp_path: Path) -> None:
     api.thread(CLAUDE_SESSION)
     api.owe(CLAUDE_SESSION, "act-1")
     api.down = True
-    result = run(_pre_compact(CLAUDE_STOP))
+    result = run(CLAUDE_STOP)
     assert result.stdout == ""
     assert "lets the tool go on" in result.stderr
     args = ["hook", "--api-url", "http://127.0.0.1:9", "--state-file", str(tmp_path / "s.json")]
@@ -150,7 +161,7 @@ def test_the_api_down_or_unreachable_lets_the_tool_go_on(api: FakeBudgetApi, run
 
 
 def test_an_unknown_thread_owes_nothing(api: FakeBudgetApi, run) -> None:
-    assert _answer(run(_pre_compact(CLAUDE_STOP))) is None
+    assert _answer(run(CLAUDE_STOP)) is None
 
 
 def test_compaction_events_are_still_reported_while_acting(api: FakeBudgetApi, run, tmp_path: Path) -> None:

@@ -5,11 +5,21 @@ from __future__ import annotations
 import json
 
 from reporter import hook_memory
-from reporter.hook_actions import HookMemory, ThreadDuty, Tool, decide, package_to_check, remember, thread_duty
+from reporter.hook_actions import (
+    HookMemory,
+    ThreadDuty,
+    decide,
+    handoff_command,
+    instruction,
+    package_to_check,
+    remember,
+    thread_duty,
+)
 from reporter.hooks import parse_hook_input
 from tests.unit.reporter.budget_fake import NOW, sample_package
 
 OWING = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=False, cycle="0|")
+COMMAND = handoff_command("/opt/venv/bin/ctxbudget", "s-1")
 
 
 def _hook(name: str, **fields: str):
@@ -37,43 +47,52 @@ def test_the_detail_says_what_is_owed_and_a_stale_package_is_not_ready() -> None
     assert package_to_check(detail | {"handoff_package_status": "draft"}) is None
 
 
-def test_only_an_automatic_compaction_is_held_and_once_per_cycle() -> None:
-    memory = HookMemory()
-    assert decide(Tool.CLAUDE, _hook("PreCompact", trigger="manual"), OWING, memory).output is None
-    held = decide(Tool.CLAUDE, _hook("PreCompact", trigger="auto"), OWING, memory)
-    assert held.output is not None
-    assert held.held_cycle == "0|"
-    assert remember(memory, "s-1", held)
-    assert decide(Tool.CLAUDE, _hook("PreCompact", trigger="auto"), OWING, memory).output is None
+def test_no_compaction_is_ever_held() -> None:
+    for trigger in ("auto", "manual"):
+        assert decide(_hook("PreCompact", trigger=trigger), OWING, HookMemory(), COMMAND).output is None
 
 
 def test_a_ready_package_or_no_duty_says_nothing_anywhere() -> None:
     ready = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=True, cycle="0|")
-    for name, fields in (("Stop", {}), ("UserPromptSubmit", {}), ("PreCompact", {"trigger": "auto"})):
+    for name in ("Stop", "UserPromptSubmit", "PostToolUse"):
         for duty in (ready, None):
-            assert decide(Tool.CODEX, _hook(name, **fields), duty, HookMemory()).output is None
+            assert decide(_hook(name), duty, HookMemory(), COMMAND).output is None
 
 
-def test_told_actions_are_remembered_per_action() -> None:
+def test_the_agent_is_told_mid_turn_once_and_its_stop_is_still_blocked_once() -> None:
     memory = HookMemory()
-    told = decide(Tool.CLAUDE, _hook("UserPromptSubmit"), OWING, memory)
-    assert told.told == ("act-1",)
-    remember(memory, "s-1", told)
+    told = decide(_hook("PostToolUse"), OWING, memory, COMMAND)
+    assert told.output == {
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": instruction(COMMAND)}
+    }
+    assert remember(memory, "s-1", told)
     assert memory.told == {"act-1": "s-1"}
-    assert decide(Tool.CLAUDE, _hook("Stop"), OWING, memory).output is None
-    assert not remember(memory, "s-1", decide(Tool.CLAUDE, _hook("PostCompact", trigger="auto"), OWING, memory))
+    assert decide(_hook("PostToolUse"), OWING, memory, COMMAND).output is None
+    assert decide(_hook("UserPromptSubmit"), OWING, memory, COMMAND).output is None
+    stop = decide(_hook("Stop"), OWING, memory, COMMAND)
+    assert stop.output == {"decision": "block", "reason": instruction(COMMAND)}
+    remember(memory, "s-1", stop)
+    assert decide(_hook("Stop"), OWING, memory, COMMAND).output is None  # never a loop
+    assert not remember(memory, "s-1", decide(_hook("PostCompact", trigger="auto"), OWING, memory, COMMAND))
+
+
+def test_the_command_names_the_program_by_path_and_the_url_only_when_given() -> None:
+    assert handoff_command("/opt/venv/bin/ctxbudget", "s 1") == "/opt/venv/bin/ctxbudget handoff write --thread 's 1'"
+    with_url = handoff_command("/opt/venv/bin/ctxbudget", "s-1", "http://api:8000")
+    assert with_url == "/opt/venv/bin/ctxbudget handoff write --thread s-1 --api-url http://api:8000"
+    assert "token" not in with_url.lower()
 
 
 def test_the_memory_survives_on_disk_stays_bounded_and_an_unreadable_one_starts_empty(tmp_path) -> None:
     path = tmp_path / "hooks-state.json"
     with hook_memory.updating(path) as (memory, save):
         memory.told.update({f"act-{i}": "s-1" for i in range(hook_memory.MAX_ENTRIES + 5)})
-        memory.held["s-1"] = "3|"
+        memory.blocked["act-0"] = "s-1"
         save()
     loaded = hook_memory.load(path)
     assert len(loaded.told) == hook_memory.MAX_ENTRIES
     assert "act-0" not in loaded.told  # the oldest go first
     assert f"act-{hook_memory.MAX_ENTRIES + 4}" in loaded.told
-    assert loaded.held == {"s-1": "3|"}
+    assert loaded.blocked == {"act-0": "s-1"}
     path.write_text("{not json")
     assert hook_memory.load(path) == HookMemory()

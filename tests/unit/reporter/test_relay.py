@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from reporter.agent_handoff import AgentHandoff
+from reporter.agent_inbox import ThreadCycle
 from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.handoff_assembly import FACTS_ONLY_MARK
+from reporter.handoff_write import RelayPaths, leave_part, write_handoff
 from reporter.readings import Identity
-from reporter.relay import Relay, ThreadWork, package_id
+from reporter.relay import Relay, ThreadView, ThreadWork, package_id
 from reporter.relay_outbox import OUTBOX_NAME, RelayOutbox
 from schemas import (
     ContextBudgetLevel,
@@ -249,3 +251,70 @@ async def test_a_later_wrap_up_never_displaces_a_ready_package_with_a_draft(tmp_
         (first, PackageStatus.READY),
         (second, PackageStatus.READY),  # the refreshed package replaces the ready one only once it is ready itself
     ]
+
+
+CYCLE = ThreadCycle(compaction_count=2, last_compaction_at=NOW - timedelta(hours=1))
+CURRENT = ThreadView(CYCLE)
+
+
+def inbox_relay(tmp_path: Path, receiver, view: ThreadView | None = CURRENT, **kwargs) -> Relay:
+    async def look(_: str) -> ThreadView | None:
+        return view
+
+    paths = RelayPaths(tmp_path / "spool", tmp_path / "state")
+    return relay(tmp_path, receiver, inbox=paths.inbox, look=look, inbox_poll_seconds=0.01, **kwargs)
+
+
+async def test_the_agents_part_written_before_a_wrap_up_stays_in_the_package_the_engine_sees_last(tmp_path) -> None:
+    """The sequence seen with the real tools: the agent runs `handoff write`, then the relay takes a wrap-up."""
+    receiver = Receiver()
+    paths = RelayPaths(tmp_path / "handoff-write", tmp_path / "state")
+    leave_part(paths, "thr-1", AGENT, CYCLE, NOW - timedelta(seconds=10))
+    written, _ = await write_handoff(
+        AGENT, IDENTITY, "thr-1", tmp_path, None, paths, receiver, NOW - timedelta(seconds=10)
+    )
+    assert written.package_status is PackageStatus.READY
+    subject = inbox_relay(tmp_path, receiver, ask_seconds=5)
+    subject.take("thr-1", [item(MasterAction.PRE_COMPACTION_WRAP_UP, "a-2")])
+    await subject.prepare("thr-1")
+    after = receiver.packages[2:]  # what the relay posted after the agent's draft and ready
+    assert [p.package_status for p in after] == [PackageStatus.READY]  # no facts-only draft in between
+    assert receiver.packages[-1].summary_text.startswith("Where it stands.")
+    assert not any(p.summary_text.startswith(FACTS_ONLY_MARK) for p in receiver.packages)
+    assert receiver.commands[-1] == ("a-2", MasterActionCommandKind.DONE)
+
+
+async def test_a_part_written_while_the_relay_waits_makes_the_ready_package(tmp_path) -> None:
+    receiver = Receiver()
+    subject = inbox_relay(tmp_path, receiver, ask_seconds=5)
+    subject.take("thr-1", [item(MasterAction.PREPARE_HANDOFF, "a-1")])
+    preparing = asyncio.create_task(subject.prepare("thr-1"))
+    await asyncio.sleep(0.05)
+    assert not preparing.done()
+    leave_part(RelayPaths(tmp_path / "x", tmp_path / "state"), "thr-1", AGENT, CYCLE, NOW)
+    prepared = await asyncio.wait_for(preparing, 5)
+    assert prepared is not None
+    assert [p.package_status for p in receiver.packages] == [PackageStatus.DRAFT, PackageStatus.READY]
+    assert receiver.packages[-1].summary_text.startswith("Where it stands.")
+
+
+async def test_a_part_of_an_earlier_cycle_does_not_count(tmp_path) -> None:
+    receiver = Receiver()
+    earlier = ThreadCycle(compaction_count=1)
+    leave_part(RelayPaths(tmp_path / "x", tmp_path / "state"), "thr-1", AGENT, earlier, NOW - timedelta(hours=2))
+    work = ThreadWork(latest_messages=("I renamed the parser.",))
+    subject = inbox_relay(tmp_path, receiver, ask_seconds=0.05, work_of=lambda _: work)
+    subject.take("thr-1", [item(MasterAction.PREPARE_HANDOFF, "a-1")])
+    await subject.prepare("thr-1")
+    assert receiver.packages[-1].summary_text.startswith(FACTS_ONLY_MARK)
+
+
+async def test_a_ready_package_holding_an_agents_part_is_never_displaced_by_facts(tmp_path) -> None:
+    """The agent wrote where this relay's inbox cannot see it; the API shows its ready package: left in place."""
+    receiver = Receiver()
+    work = ThreadWork(latest_messages=("I renamed the parser.",))
+    view = ThreadView(CYCLE, agent_package_ready=True)
+    subject = inbox_relay(tmp_path, receiver, view, ask_seconds=0.05, work_of=lambda _: work)
+    subject.take("thr-1", [item(MasterAction.PRE_COMPACTION_WRAP_UP, "a-1")])
+    assert await subject.prepare("thr-1") is None
+    assert receiver.packages == []
