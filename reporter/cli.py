@@ -21,6 +21,7 @@ from reporter.app_server_client import AppServerClient, Sandbox
 from reporter.budget import CODEX_PROFILES
 from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
+from reporter.codex_formats import codex_home
 from reporter.codex_rollouts import RolloutTailer
 from reporter.delivery import Delivery
 from reporter.git_facts import (
@@ -57,7 +58,7 @@ class Source(StrEnum):
     CLAUDE_CODE = "claude-code"
 
 
-DEFAULT_ROLLOUT_DIR = Path.home() / ".codex" / "sessions"
+DEFAULT_ROLLOUT_DIR = codex_home() / "sessions"
 DEFAULT_CLAUDE_DIR = Path.home() / ".claude" / "projects"
 APP_SERVER_STATE = "app_server_threads.json"
 PENDING_EVENTS = "pending_events.jsonl"

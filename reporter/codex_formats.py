@@ -13,9 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from reporter.budget import TokenUsage
+
+
+def codex_home() -> Path:
+    """Where Codex keeps its config, hooks and rollouts: `$CODEX_HOME`, else `~/.codex`."""
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
 
 COMPACTION_ITEM_TYPES = frozenset({"compaction", "compaction_summary", "context_compaction"})
 TOKEN_USAGE_RECORD = "token_usage_record"

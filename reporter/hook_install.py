@@ -26,7 +26,9 @@ from typing import Annotated, Any
 
 import typer
 
+from reporter import codex_trust
 from reporter.atomic_file import write_atomically
+from reporter.codex_formats import codex_home
 from reporter.hook_actions import Tool
 
 HOOK_TIMEOUT_SECONDS = 15
@@ -140,6 +142,13 @@ def install_command(
         str | None, typer.Option(help="The ctxbudget executable the tool runs (default: this one).")
     ] = None,
     project_dir: Annotated[Path, typer.Option(help="--scope project: the project.")] = Path(),
+    trust: Annotated[
+        bool,
+        typer.Option(
+            help="Codex: trust these hooks in $CODEX_HOME/config.toml, as its TUI's 'Trust all' does (Codex runs no "
+            "untrusted hook); only ctxbudget's hooks are trusted."
+        ),
+    ] = False,
 ) -> None:
     """Write ctxbudget's PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit and PostToolUse hooks, keeping
     the rest."""
@@ -152,5 +161,10 @@ def install_command(
         "The hook, and the `handoff write` it tells the agent to run, read CTXBUDGET_WORKER_TOKEN (and "
         "CTXBUDGET_API_URL) from the tool's environment."
     )
-    if tool is Tool.CODEX:
-        typer.echo("Codex runs a new hook only once you trust it: review it in Codex's /hooks.")
+    if tool is not Tool.CODEX:
+        return
+    if trust:
+        config = codex_home() / "config.toml"
+        typer.echo(f"trusted {codex_trust.trust(path, config, only=ours)} ctxbudget hooks in {config}")
+    else:
+        typer.echo("Codex runs a new hook only once you trust it: `--trust`, or review it in Codex's /hooks.")

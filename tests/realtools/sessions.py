@@ -9,7 +9,6 @@ all" does). No pytest here: `bench/` drives sessions too.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reporter.codex_trust import trust
 from tests.realtools.model_server import ModelServer
 
 CLAUDE_MODEL = "claude-sonnet-4-5"
@@ -204,10 +204,7 @@ class CodexSession(Session):
             config.write_text("\n".join(lines) + "\n")
         hooks_file = self.codex_home / "hooks.json"
         if self.trust_hooks and hooks_file.exists():
-            written = config.read_text()
-            missing = [line for line in trust_lines(hooks_file) if line not in written]
-            if missing:
-                config.write_text(written + "\n".join(missing) + "\n")
+            trust(hooks_file, config)
 
     def tool_env(self) -> dict[str, str]:
         return {"CODEX_HOME": str(self.codex_home), "SCRIPTED_MODEL_KEY": "scripted-model"}
@@ -238,52 +235,3 @@ class CodexSession(Session):
     def compactions(self) -> list[dict[str, Any]]:
         """The rollout's top-level `compacted` records (one per compaction in 0.169.0)."""
         return [r for r in self.records() if r.get("type") == "compacted"]
-
-
-# --- Codex hook trust -----------------------------------------------------------------------------------------------
-
-
-def snake_case(event: str) -> str:
-    """Codex's name of an event in trust keys and hashes: PreCompact -> pre_compact."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
-
-
-CODEX_DEFAULT_HOOK_TIMEOUT = 600
-
-
-def trust_hash(event: str, matcher: str | None, handler: dict[str, Any]) -> str:
-    """What Codex 0.169.0 compares `trusted_hash` with: sha256 over the compact, key-sorted JSON of the hook's identity
-    {event_name, matcher (when set), hooks: [the handler with Codex's defaults: timeout 600, async false]}.
-    Checked against the real binary's `hooks/list` (tests/realtools/test_real_tools.py)."""
-    normalized = {
-        "type": handler.get("type", "command"),
-        "command": handler["command"],
-        "timeout": handler.get("timeout", CODEX_DEFAULT_HOOK_TIMEOUT),
-        "async": handler.get("async", False),
-    }
-    identity: dict[str, Any] = {"event_name": snake_case(event), "hooks": [normalized]}
-    if matcher is not None:
-        identity["matcher"] = matcher
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def trust_entries(hooks_file: Path) -> dict[str, str]:
-    """key -> trusted_hash of every command hook in a hooks.json; the key is `<file>:<event>:<group>:<handler>`."""
-    hooks: Hooks = json.loads(hooks_file.read_text()).get("hooks") or {}
-    entries = {}
-    for event, groups in hooks.items():
-        for group_index, group in enumerate(groups):
-            for handler_index, handler in enumerate(group.get("hooks") or []):
-                if handler.get("type", "command") == "command":
-                    key = f"{hooks_file}:{snake_case(event)}:{group_index}:{handler_index}"
-                    entries[key] = trust_hash(event, group.get("matcher"), handler)
-    return entries
-
-
-def trust_lines(hooks_file: Path) -> list[str]:
-    """The config.toml tables that trust every hook of `hooks_file`, as the TUI's "Trust all" writes them."""
-    return [
-        f"[hooks.state.{json.dumps(key)}]\ntrusted_hash = {json.dumps(value)}"
-        for key, value in trust_entries(hooks_file).items()
-    ]

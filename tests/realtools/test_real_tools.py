@@ -23,9 +23,10 @@ import pytest
 
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
+from reporter.codex_trust import trust_entries
 from reporter.hook_actions import instruction
 from tests.realtools.model_server import Api, Kind, ModelServer, Script
-from tests.realtools.sessions import ClaudeSession, CodexSession, Hooks, trust_entries
+from tests.realtools.sessions import ClaudeSession, CodexSession, Hooks
 from tests.realtools.tools import Tools, tools
 
 pytestmark = pytest.mark.agent_tools
