@@ -131,11 +131,14 @@ class Group:
         args += ["--project-id", self.project]
         return args if self.relay else [*args, "--no-relay"]
 
-    def start_reporter(self, *extra: str, log_name: str = "reporter.log") -> subprocess.Popen[bytes]:
+    def start_reporter(
+        self, *extra: str, log_name: str = "reporter.log", tool_env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """`ctxbudget report` in the user's environment (and the tool's own, for an app-server it starts)."""
         log = (self.root / log_name).open("ab")
         return subprocess.Popen(
             [str(CTXBUDGET), *self.reporter_args(), *extra],
-            env=self.user_env(),
+            env={**self.user_env(), **(tool_env or {})},
             cwd=self.root,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -213,6 +216,7 @@ class Group:
             "--cwd",
             str(session.work),
             log_name=f"reporter-{index}.log",
+            tool_env=session.tool_env(),
         )
         try:
             thread = wait_for(lambda: next((e.session for e in server.exchanges if e.session not in seen), None), 60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from reporter.hook_actions import instruction
+from reporter.hook_actions import handoff_command, instruction
 from tests.realtools.model_server import (
     Conversation,
     Kind,
@@ -27,7 +27,8 @@ def claude_call(command: str) -> list[dict]:
 
 
 def test_an_instruction_in_a_stop_hook_reminder_is_obeyed_once() -> None:
-    told = f'<system-reminder>\nStop hook blocking error from command: "hook": {instruction("abc")}</system-reminder>'
+    said = instruction(handoff_command("ctxbudget", "abc"))
+    told = f'<system-reminder>\nStop hook blocking error from command: "hook": {said}</system-reminder>'
     messages = [{"role": "user", "content": "work"}, *claude_call("ls"), {"role": "user", "content": told}]
     kind, command, instructed = next_move(anthropic_conversation({"messages": messages}), SCRIPT, compaction=False)
     assert kind is Kind.OBEY
@@ -57,7 +58,11 @@ def test_the_turn_ends_after_its_steps_and_a_summary_carries_them_over() -> None
 
 def test_a_summary_after_an_obeyed_instruction_keeps_codex_from_obeying_again() -> None:
     """Codex keeps user messages (a Stop hook's reason among them) across a compaction, not the tool calls."""
-    told = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": instruction("t")}]}
+    told = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": instruction(handoff_command("ctxbudget", "t"))}],
+    }
     call = {
         "type": "function_call",
         "name": "exec_command",

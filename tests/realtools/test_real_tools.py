@@ -24,7 +24,7 @@ import pytest
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
 from reporter.codex_trust import trust_entries
-from reporter.hook_actions import instruction
+from reporter.hook_actions import handoff_command, instruction
 from tests.realtools.model_server import Api, Kind, ModelServer, Script
 from tests.realtools.sessions import ClaudeSession, CodexSession, Hooks
 from tests.realtools.tools import Tools, tools
@@ -151,7 +151,7 @@ def stop_hook_once(folder: Path) -> tuple[Hooks, Path]:
         "    out.write(json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read()}) + '\\n')\n",
     )
     # the instruction exactly as the hooks word it, with the recorder as the program
-    template = instruction("THREAD").replace("`ctxbudget handoff write", f"`{recorder} handoff write")
+    template = instruction(handoff_command(str(recorder), "THREAD"))
     hook = executable(
         folder / "bin" / "stop-hook",
         f"#!{sys.executable}\nimport json, pathlib, sys\n"
