@@ -161,7 +161,7 @@ def report(
     ),
     codex_profile: Annotated[
         str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
-    ] = "reference",
+    ] = "with-reasoning",
     spool_dir: Annotated[
         Path | None, typer.Option(help="Snapshots not delivered yet (default: <data dir>/reporter/spool).")
     ] = None,

@@ -29,11 +29,11 @@ def test_a_session_that_grows_compacts_and_grows_again(app_server_lines: list[st
     _, readings = _feed(app_server_lines)
     assert [(_shown(r), r.compaction_count) for _, r in readings] == [
         (81.0, 0),
-        (46.0, 0),
-        (12.0, 0),
+        (44.0, 0),  # reasoning tokens counted, as current Codex versions count them
+        (11.0, 0),
         (93.0, 0),  # the usage Codex recomputes after compacting comes before the compaction item completes
         (93.0, 1),
-        (65.0, 1),
+        (64.0, 1),
     ]
     compacted_at = readings[4][0]
     assert all(r.last_compaction_at == compacted_at for _, r in readings[4:])
@@ -191,3 +191,15 @@ def test_cache_write_tokens_are_read_with_the_breakdown() -> None:
     bad = _usage_update("thr_c", "t2", 40_000, cacheWriteInputTokens=-1)
     assert parser.feed(bad, T0) is None
     assert parser.skipped.counts == {"malformed_params": 1}
+
+
+def test_a_breakdown_without_total_tokens_counts_input_plus_output() -> None:
+    usage = {"inputTokens": 150_000, "cachedInputTokens": 100_000, "outputTokens": 2_000, "reasoningOutputTokens": 500}
+    token_usage = {"total": usage, "last": usage, "modelContextWindow": 258_400}
+    params = {"threadId": "thr_t", "turnId": "t1", "tokenUsage": token_usage}
+    line = json.dumps({"method": "thread/tokenUsage/updated", "params": params})
+    parser = CodexAppServerParser()
+    reading = parser.feed(line, T0)
+    assert reading is not None  # as ccusage does, not skipped
+    assert reading.last_usage.total_tokens == 152_000
+    assert parser.skipped.counts == {}
