@@ -109,7 +109,8 @@ class ClaudeCodeProfile:
         return self.learned.point(self._key(window, model), self.default_point(window))
 
     def budget_pct(self, occupancy: int, window: int, model: str | None = None) -> float:
-        """Room left before auto-compaction over the span up to it, 0..100, for `claude_code_occupancy` tokens."""
+        """Room left before auto-compaction over the span up to it, 0..100, for the tokens Claude Code compares with
+        it (the last reply's prompt + output)."""
         point = self.compaction_point(window, model)
         return min(100.0, max(0.0, (point - occupancy) / point * 100)) if point > 0 else 0.0
 
