@@ -18,18 +18,23 @@ from types import MappingProxyType
 
 CODEX_BASELINE_TOKENS = 12_000
 """Codex `BASELINE_TOKENS`: fixed system prompt and tool overhead, excluded from the percent it shows."""
-CODEX_AUTO_COMPACT_FRACTION = 0.9
-"""Codex compacts at 90% of the context window by default."""
+CODEX_AUTO_COMPACT_PERCENT = 90
+"""Codex compacts once the last `total_tokens` reach 90% of the MODEL's window (244,800 for 272,000; Codex 0.169.0)."""
+CODEX_USABLE_WINDOW_PERCENT = 95
+"""The window Codex reports is the usable one, the model's x `effective_context_window_percent` 95%."""
 CODEX_WINDOW_TOKENS = 258_400
-"""The usable window Codex reports: 272,000 x `effective_context_window_percent` 95%."""
+"""The usable window Codex reports for a 272,000-token model."""
 CODEX_COMPACTION_JITTER_PCT = 5.0
 """Users see Codex compact anywhere from 70% to 98%: the forecast band is this many points of the window each side."""
 CLAUDE_CODE_WINDOW_TOKENS = 200_000
 CLAUDE_CODE_MAX_OUTPUT_TOKENS = 32_000
-CLAUDE_CODE_OUTPUT_RESERVE_CAP = 20_000
-"""Effective window = window - min(max output, 20,000)."""
+CLAUDE_CODE_OUTPUT_RESERVE_CAP = 10_000
+"""Effective window = window - min(max output, 10,000). Published accounts give 20,000 (167,000 at 200k); Claude Code
+2.1.328 compacted at about 177,000 with `CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000` (REFERENCES.md), comparing the last
+reply's input + cache creation + cache read + OUTPUT tokens with it. Only that sum is measured (23,000 below 200k),
+not how it splits between this reserve and the buffer."""
 CLAUDE_CODE_AUTO_COMPACT_BUFFER = 13_000
-"""Auto-compaction at effective window - 13,000 (about 83% of 200k)."""
+"""Auto-compaction at effective window - 13,000 (177,000 = 88.5% of 200k)."""
 GENERIC_WINDOW_TOKENS = 128_000
 GENERIC_COMPACTION_FRACTION = 0.8
 """Seed 000 1.2: `CompactionService` compacts at window x 0.8."""
@@ -71,14 +76,18 @@ class ModelProfile(ABC):
 
 @dataclass(frozen=True)
 class CodexProfile(ModelProfile):
+    """`window` is the usable window Codex reports (rollouts, app-server, samples), not the model's."""
+
     name: str = "codex"
     default_window_tokens: int = CODEX_WINDOW_TOKENS
     baseline_tokens: int = CODEX_BASELINE_TOKENS
     compaction_jitter_pct: float = CODEX_COMPACTION_JITTER_PCT
-    compaction_fraction: float = CODEX_AUTO_COMPACT_FRACTION
+    auto_compact_percent: int = CODEX_AUTO_COMPACT_PERCENT
+    usable_window_percent: int = CODEX_USABLE_WINDOW_PERCENT
 
     def compaction_point(self, window: int) -> int:
-        return int(window * self.compaction_fraction)
+        """90% of the model's window, which is the reported usable window / 95% (integers: 258,400 -> 244,800)."""
+        return min(window, window * self.auto_compact_percent // self.usable_window_percent)
 
     def shown_pct(self, used: int, window: int) -> float:
         """Codex `percent_of_context_window_remaining`, unrounded (its versions differ in rounding)."""

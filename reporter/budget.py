@@ -34,6 +34,9 @@ class TokenUsage:
     cache_write_input_tokens: int = 0
     """Newer versions' prompt tokens written to the cache (`cache_write_input_tokens`, app-server
     `cacheWriteInputTokens`): part of the input, so the occupancy is unchanged; kept with the breakdown."""
+    includes_reasoning: bool | None = None
+    """What the rollout's `last_usage_includes_reasoning` says (Codex 0.169.0 writes it beside the last usage):
+    whether Codex counts this usage's reasoning tokens in its context. None where the source does not say."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,10 @@ class CodexProfile:
     """Newer versions round to the nearest percent (halves away from zero); older ones truncate."""
 
     def tokens_in_context_window(self, last: TokenUsage) -> int:
-        """Occupancy from the LAST request's usage: the cumulative total exceeds the window after compactions."""
-        if self.subtract_reasoning:
+        """Occupancy from the LAST request's usage: the cumulative total exceeds the window after compactions. Where
+        the usage says whether Codex counts its reasoning, that decides; else this profile does."""
+        subtract = self.subtract_reasoning if last.includes_reasoning is None else not last.includes_reasoning
+        if subtract:
             return max(last.total_tokens - last.reasoning_output_tokens, 0)
         return last.total_tokens
 
@@ -64,12 +69,14 @@ class CodexProfile:
 
 CODEX_PROFILES: Mapping[str, CodexProfile] = MappingProxyType(
     {
-        # REFERENCES.md: the last request's `total - reasoning_output`, rounded (Codex from Oct 2025).
+        # The last request's `total - reasoning_output`, rounded (Codex from Oct 2025).
         "reference": CodexProfile(subtract_reasoning=True, rounds=True),
         # Codex before Oct 2025: the same count, truncated.
         "truncating": CodexProfile(subtract_reasoning=True, rounds=False),
-        # Codex from Nov 2025 (openai/codex #6161): reasoning tokens count too, since they may stay in context mid-turn.
+        # Codex from Nov 2025 (openai/codex #6161) to 0.169.0 (REFERENCES.md: current versions count the last
+        # `total_tokens`): reasoning tokens count too, since they may stay in context mid-turn.
         "with-reasoning": CodexProfile(subtract_reasoning=False, rounds=True),
     }
 )
-DEFAULT_CODEX_PROFILE = CODEX_PROFILES["reference"]
+DEFAULT_CODEX_PROFILE = CODEX_PROFILES["with-reasoning"]
+"""The versions in use; a rollout's `last_usage_includes_reasoning` overrides any profile's count."""

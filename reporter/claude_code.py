@@ -2,20 +2,24 @@
 
 Facts used (REFERENCES.md, and the real transcripts under tests/data/claude_code):
 - Context used = `input_tokens + cache_creation_input_tokens + cache_read_input_tokens` of the latest assistant record
-  that is not `isSidechain` (a subagent's records replay into its own context, not the thread's).
+  that is not `isSidechain` (a subagent's records replay into its own context, not the thread's). Claude Code 2.1.328
+  compares that plus the reply's `output_tokens` with its compaction point, so the budget does too.
 - One API reply is written as several assistant records sharing `message.id` + `requestId`, each repeating the usage:
-  the first makes the reading, the repeats change nothing.
+  the first makes the reading and the usage sample; a repeat only raises the output count as the reply streams.
+- A record Claude Code wrote itself (`model: "<synthetic>"`, `isApiErrorMessage: true`, e.g. "Prompt is too long")
+  carries zero usage: it measures nothing and is no usage source; a compaction right after it is reactive.
 - A compaction is a `system` record with subtype `compact_boundary` and `compactMetadata {trigger, preTokens}`; usage
   written before it is stale, so the compaction is counted at once but reported with the next reply's usage.
-- Every other record type (`progress`, `summary`, `file-history-snapshot`, `queue-operation`, other system subtypes,
-  API errors, future ones) is skipped quietly.
+- Every other record type (`progress`, `summary`, `file-history-snapshot`, `queue-operation`, `attachment`,
+  `api-request*`, other system subtypes, future ones) is skipped quietly.
 
 Threads report as `worker_estimator` (the spec's three source kinds name Codex's two; any other tool is the worker's
-own estimate), with `agent_tool` "claude-code" and the model beside it.
+own estimate), with `agent_tool` "claude-code" and the model beside it. The status line reports the same thread under
+the same source kind, so both put their readings on one scale: the observed time (`position_at`).
 
-The compaction point is not a fixed percent: about window - min(max output, 20k) - 13k, moved server-side without a
-release. The profile is configurable, and the point of the latest automatic compaction seen (its `preTokens`) replaces
-the formula from then on (`ClaudeCodeProfile.learned`, saved with the read positions).
+The compaction point is not a fixed percent: the core profile's formula, moved server-side without a release. The
+profile is configurable, and the threshold automatic compactions seen (their `preTokens`) teach the point per
+(model, window) within a band around the formula (`core.compaction_points`, saved with the read positions).
 """
 
 from __future__ import annotations
@@ -23,13 +27,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.compaction_points import LearnedPoints, PointKey
+from core.profiles import CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_WINDOW_TOKENS
+from core.profiles import ClaudeCodeProfile as CoreClaudeCodeProfile
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
 from reporter.claude_events import (
@@ -55,47 +63,68 @@ from schemas.session_events import ToolResultAdded, UsageSample
 log = logging.getLogger(__name__)
 
 AGENT_TOOL = "claude-code"
-STATE_FORMAT = 1
-DEFAULT_WINDOW_TOKENS = 200_000
+STATE_FORMAT = 2
+"""2: the learned compaction points per (tool, model, window); format 1's single point is dropped (it may be a
+reactive compaction's)."""
 LONG_WINDOW_TOKENS = 1_000_000
 """Models run with the 1M-token context (`[1m]` in the model name)."""
-DEFAULT_MAX_OUTPUT_TOKENS = 32_000
-OUTPUT_RESERVE_CAP = 20_000
-AUTO_COMPACT_BUFFER = 13_000
 SUBAGENT_DIR = "subagents"
 TOOL_NAMES_KEPT = 64
 """Tool calls remembered to name their results: results follow their calls closely."""
+SYNTHETIC_MODEL = "<synthetic>"
+"""The model of a record Claude Code wrote itself (an API error such as "Prompt is too long"), with zero usage."""
+
+
+def is_synthetic_reply(record: dict[str, Any]) -> bool:
+    """An assistant record no model wrote: its usage (all zero) measures nothing."""
+    message = record.get("message") or {}
+    return record.get("isApiErrorMessage") is True or message.get("model") == SYNTHETIC_MODEL
+
+
+def position_at(at: datetime, previous: int | None) -> int:
+    """A reading's position on the one scale both `worker_estimator` sources of a thread share (the transcript and
+    the status line): the observed time in epoch milliseconds, kept growing within the source."""
+    return max(int(at.timestamp() * 1000), -1 if previous is None else previous + 1)
 
 
 @dataclass(frozen=True)
 class ClaudeCodeProfile:
-    """Where Claude Code compacts, configurable, corrected by what was observed."""
+    """Where Claude Code compacts: the core profile's point, configurable, replaced per (model, window) by what the
+    threshold compactions seen show (`core.compaction_points`)."""
 
-    window_tokens: int = DEFAULT_WINDOW_TOKENS
-    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
-    buffer_tokens: int = AUTO_COMPACT_BUFFER
-    learned: int | None = None
-    """`preTokens` of the latest automatic compaction seen at this window: where it really fired."""
+    window_tokens: int = CLAUDE_CODE_WINDOW_TOKENS
+    max_output_tokens: int = CLAUDE_CODE_MAX_OUTPUT_TOKENS
+    learned: LearnedPoints = field(default_factory=LearnedPoints)
 
     def window(self, model: str | None) -> int:
         return LONG_WINDOW_TOKENS if model and "[1m]" in model else self.window_tokens
 
-    def compaction_point(self, window: int) -> int:
-        if self.learned is not None and self.learned <= window:
-            return self.learned
-        return max(0, window - min(self.max_output_tokens, OUTPUT_RESERVE_CAP) - self.buffer_tokens)
+    def _key(self, window: int, model: str | None) -> PointKey:
+        return PointKey(AGENT_TOOL, model or "", window)
 
-    def budget_pct(self, used: int, window: int) -> float:
-        """Room left before auto-compaction over the span up to it, 0..100."""
-        point = self.compaction_point(window)
-        return min(100.0, max(0.0, (point - used) / point * 100)) if point > 0 else 0.0
+    def default_point(self, window: int) -> int:
+        return CoreClaudeCodeProfile(max_output_tokens=self.max_output_tokens).compaction_point(window)
+
+    def compaction_point(self, window: int, model: str | None = None) -> int:
+        return self.learned.point(self._key(window, model), self.default_point(window))
+
+    def budget_pct(self, occupancy: int, window: int, model: str | None = None) -> float:
+        """Room left before auto-compaction over the span up to it, 0..100, for the tokens Claude Code compares with
+        it (the last reply's prompt + output)."""
+        point = self.compaction_point(window, model)
+        return min(100.0, max(0.0, (point - occupancy) / point * 100)) if point > 0 else 0.0
 
     def shown_pct(self, used: int, window: int) -> float:
         """What Claude Code's own meter shows: the percent of the window left."""
         return min(100.0, max(0.0, (window - used) / window * 100))
 
-    def observe_automatic_compaction(self, pre_tokens: int) -> ClaudeCodeProfile:
-        return replace(self, learned=pre_tokens) if pre_tokens > 0 else self
+    def observe_automatic_compaction(
+        self, model: str | None, pre_tokens: int, after_api_error: bool = False
+    ) -> ClaudeCodeProfile:
+        window = self.window(model)
+        key, default = self._key(window, model), self.default_point(window)
+        learned = self.learned.observe(key, pre_tokens, default, after_api_error)
+        return self if learned is self.learned else replace(self, learned=learned)
 
 
 class TranscriptState(FileState):
@@ -104,7 +133,8 @@ class TranscriptState(FileState):
     session_id: str | None = None
     model: str | None = None
     used_tokens: int | None = None
-    """None while nothing was measured, or since a compaction until the next reply."""
+    """Prompt tokens of the last reply (input + cache creation + cache read): None while nothing was measured, or
+    since a compaction until the next reply."""
     cache_read_tokens: int = 0
     output_tokens: int = 0
     reply_key: str | None = None
@@ -119,6 +149,10 @@ class TranscriptState(FileState):
     compaction_mode: TriggerMode | None = None
     """The trigger of a compaction whose summary has not been read yet."""
     compaction_pre_tokens: int | None = None
+    compaction_started_at: datetime | None = None
+    """When that compaction began (its `compaction_started` event's time)."""
+    after_api_error: bool = False
+    """The last assistant record was Claude Code's own API error (`<synthetic>`): a compaction now is reactive."""
 
     def reading(self, profile: ClaudeCodeProfile) -> Reading | None:
         if self.session_id is None or self.used_tokens is None or self.last_position is None:
@@ -126,8 +160,9 @@ class TranscriptState(FileState):
         if self.last_observed_at is None:
             return None
         window = profile.window(self.model)
+        occupancy = self.used_tokens + self.output_tokens  # what Claude Code compares with its point (core.profiles)
         usage = TokenUsage(
-            total_tokens=self.used_tokens,
+            total_tokens=occupancy,
             input_tokens=self.used_tokens,
             cached_input_tokens=self.cache_read_tokens,
             output_tokens=self.output_tokens,
@@ -143,7 +178,7 @@ class TranscriptState(FileState):
             last_compaction_at=self.last_compaction_at,
             agent_tool=AGENT_TOOL,
             model=self.model,
-            budget_pct=profile.budget_pct(self.used_tokens, window),
+            budget_pct=profile.budget_pct(occupancy, window, self.model),
             shown_pct=profile.shown_pct(self.used_tokens, window),
         )
 
@@ -190,8 +225,11 @@ def parse_transcript_line(
         if kind == "system" and record.get("subtype") == "compact_boundary":
             at = _timestamp(record)
             meta = record.get("compactMetadata") or {}
-            pre = meta.get("preTokens")
+            pre, duration = meta.get("preTokens"), meta.get("durationMs")
             mode = trigger_of(meta.get("trigger"), state.last_surface)
+            # 2.1.328 writes the boundary after the summary, stamped later than it: the compaction began `durationMs`
+            # before the boundary's time (older versions say no duration and stamp the boundary first).
+            started = at - timedelta(milliseconds=duration) if type(duration) is int and duration >= 0 else at
             facts |= {
                 "compaction_count": state.compaction_count + 1,
                 "last_compaction_at": at,
@@ -199,12 +237,13 @@ def parse_transcript_line(
                 "reply_key": None,
                 "compaction_mode": mode,
                 "compaction_pre_tokens": pre if type(pre) is int else None,
+                "compaction_started_at": started,
             }
             state = replaced(state, facts)
             learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
-            return JsonlLineResult(state, None, learned, (boundary_event(record, _thread(state), at, mode),))
+            return JsonlLineResult(state, None, learned, (boundary_event(record, _thread(state), started, mode),))
         if kind == "assistant":
-            return _assistant(state, record, facts, end_offset, profile)
+            return _assistant(state, record, facts, profile)
         if kind == "user":
             return _user(state, record, facts)
         return JsonlLineResult(replaced(state, facts) if facts else state)
@@ -220,10 +259,12 @@ def _thread(state: TranscriptState) -> str:
 
 
 def _assistant(
-    state: TranscriptState, record: dict[str, Any], facts: dict[str, Any], end_offset: int, profile: ClaudeCodeProfile
+    state: TranscriptState, record: dict[str, Any], facts: dict[str, Any], profile: ClaudeCodeProfile
 ) -> LineResult:
     message = record.get("message") or {}
     usage = message.get("usage")
+    if is_synthetic_reply(record):  # "Prompt is too long" and kin: no context was measured, and none emptied
+        return JsonlLineResult(replaced(state, facts | {"after_api_error": True}))
     if not isinstance(usage, dict):
         return JsonlLineResult(replaced(state, facts) if facts else state)
     at = _timestamp(record)
@@ -235,10 +276,17 @@ def _assistant(
         facts["last_surface"] = "assistant"
     edits = any(name in EDIT_TOOLS for name in calls.values())
     key = f"{message.get('id')}|{record.get('requestId')}"
-    if key == state.reply_key:  # a later record of the same reply: its content is new, its usage is not
+    if key == state.reply_key:
+        # A later record of the same reply: its content is new, its prompt is not; its output count may have grown
+        # (a reply streamed as several records), and Claude Code compares the output too.
+        grew = (output := _count(usage, "output_tokens")) > state.output_tokens
+        if grew:
+            position = position_at(at, state.last_position)
+            facts |= {"output_tokens": output, "last_position": position, "last_observed_at": at}
         state = replaced(state, facts) if facts else state
+        reading = state.reading(profile) if grew else None
         events = tuple(assistant_events(record, _thread(state), at, None))
-        return JsonlLineResult(state, None, None, events, tuple(shell_commands(record)), at=at, edits=edits)
+        return JsonlLineResult(state, reading, None, events, tuple(shell_commands(record)), at=at, edits=edits)
     used = sum(_count(usage, n) for n in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     model = message.get("model")
     facts |= {
@@ -246,10 +294,11 @@ def _assistant(
         "cache_read_tokens": _count(usage, "cache_read_input_tokens"),
         "output_tokens": _count(usage, "output_tokens"),
         "reply_key": key,
-        "last_position": end_offset,
+        "last_position": position_at(at, state.last_position),
         "last_observed_at": at,
+        "after_api_error": False,
     }
-    if isinstance(model, str) and model and not model.startswith("<"):  # `<synthetic>` replies name no model
+    if isinstance(model, str) and model:
         facts["model"] = model
     state = replaced(state, facts)
     sample = UsageSample(
@@ -274,8 +323,14 @@ def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any])
         raise ValueError("no session id yet")
     if record.get("isCompactSummary") is True:
         mode = state.compaction_mode or TriggerMode.REQUEST_START
-        events = summary_events(record, thread, at, mode, state.compaction_pre_tokens)
-        facts |= {"compaction_mode": None, "compaction_pre_tokens": None, "last_surface": None}
+        done = max(at, state.compaction_started_at or at)  # never before its start, whatever the stamps say
+        events = summary_events(record, thread, done, mode, state.compaction_pre_tokens)
+        facts |= {
+            "compaction_mode": None,
+            "compaction_pre_tokens": None,
+            "compaction_started_at": None,
+            "last_surface": None,
+        }
         return JsonlLineResult(replaced(state, facts), events=tuple(events))
     events = user_events(record, thread, at, state.tool_names)
     surface = TOOL_RESULT if any(isinstance(e, ToolResultAdded) for e in events) else "prompt"
@@ -285,12 +340,36 @@ def _user(state: TranscriptState, record: dict[str, Any], facts: dict[str, Any])
     return JsonlLineResult(state, events=tuple(events), outcomes=tuple(tool_outcomes(record)))
 
 
+class _LearnedSamples(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    model: str
+    window: int
+    tokens_before: list[int]
+
+
 class _StateFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: int = STATE_FORMAT
+    learned_points: list[_LearnedSamples] = []
+    """Recent threshold compactions per (tool, model, window), in `LearnedPoints` order."""
     learned_compaction_point: int | None = None
+    """Format 1's single point: read, never used."""
     files: dict[str, TranscriptState] = {}
+
+    def learned(self) -> LearnedPoints:
+        samples = {PointKey(s.tool, s.model, s.window): tuple(s.tokens_before) for s in self.learned_points}
+        return LearnedPoints(MappingProxyType(samples))
+
+    @classmethod
+    def of(cls, learned: LearnedPoints, files: dict[str, TranscriptState]) -> _StateFile:
+        points = [
+            _LearnedSamples(tool=k.tool, model=k.model, window=k.window, tokens_before=list(v))
+            for k, v in learned.samples.items()
+        ]
+        return cls(learned_points=points, files=files)
 
 
 class TranscriptTailer(JsonlTailer[TranscriptState]):
@@ -315,13 +394,13 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
         self.state_path = state_path
         state = self._load()
         super().__init__(directory, dict(state.files), collect_events, facts, clock, watch)
-        self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned_compaction_point)
+        self.profile = replace(profile or ClaudeCodeProfile(), learned=state.learned())
 
     def _load(self) -> _StateFile:
         if not self.state_path.exists():
             return _StateFile()
         state = _StateFile.model_validate_json(self.state_path.read_bytes())
-        if state.format != STATE_FORMAT:
+        if state.format not in (1, STATE_FORMAT):
             raise ValueError(f"{self.state_path}: state format {state.format}, expected {STATE_FORMAT}")
         return state
 
@@ -342,9 +421,12 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
 
     def observed(self, result: LineResult) -> None:
         if result.automatic_compaction_at is not None:
-            self.profile = self.profile.observe_automatic_compaction(result.automatic_compaction_at)
+            state = result.state
+            self.profile = self.profile.observe_automatic_compaction(
+                state.model, result.automatic_compaction_at, state.after_api_error
+            )
 
     def save(self) -> None:
         """Save the read positions and the learned compaction point atomically."""
-        state = _StateFile(learned_compaction_point=self.profile.learned, files=self._files)
+        state = _StateFile.of(self.profile.learned, self._files)
         write_atomically(self.state_path, state.model_dump_json(indent=1).encode())

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict
 from core.engine_config import REPORT_INTERVAL_SECONDS
 from reporter.atomic_file import write_atomically
 from reporter.budget import TokenUsage
-from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile
+from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile, position_at
 from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
 
+PROMPT_TOKENS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 SESSIONS_KEPT = 256
 """Threads whose last report time is remembered: a forgotten one is reported at its next update."""
 
@@ -40,13 +41,14 @@ class StatusInput:
     window: int | None
     used_percentage: float | None
     used_tokens: int | None
-    """From `current_usage`; None when Claude Code sent none."""
+    """Prompt tokens (input + cache creation + cache read) from `current_usage`; None when Claude Code sent none."""
+    output_tokens: int = 0
+    """The reply's output from `current_usage`: Claude Code compares prompt + output with its compaction point."""
 
 
-def _tokens(usage: Any) -> int | None:
+def _tokens(usage: Any, names: tuple[str, ...]) -> int | None:
     if not isinstance(usage, dict):
         return None
-    names = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     values = [usage.get(n) or 0 for n in names]
     if any(type(v) is not int or v < 0 for v in values):
         raise ValueError("current_usage counts are not non-negative integers")
@@ -55,7 +57,10 @@ def _tokens(usage: Any) -> int | None:
 
 def parse_status_input(raw: str) -> StatusInput:
     """Raises ValueError on input that is not Claude Code's status-line JSON."""
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except RecursionError as error:  # nested deeper than the parser goes: unreadable like any other bad input
+        raise ValueError("input nested too deeply") from error
     if not isinstance(data, dict) or not isinstance(data.get("session_id"), str) or not data["session_id"]:
         raise ValueError("no session_id")
     model = data.get("model")
@@ -70,26 +75,29 @@ def parse_status_input(raw: str) -> StatusInput:
         cwd=workspace.get("current_dir") or data.get("cwd"),
         window=window if type(window) is int and window > 0 else None,
         used_percentage=float(used_pct) if isinstance(used_pct, int | float) else None,
-        used_tokens=_tokens(context.get("current_usage")),
+        used_tokens=_tokens(usage := context.get("current_usage"), PROMPT_TOKENS),
+        output_tokens=_tokens(usage, ("output_tokens",)) or 0,
     )
 
 
 def status_reading(status: StatusInput, profile: ClaudeCodeProfile, now: datetime) -> Reading | None:
-    """A reading of the thread, when the input measures it (its position is the arrival in epoch milliseconds)."""
+    """A reading of the thread, when the input measures it. Its position is the arrival in epoch milliseconds: the
+    scale of the same thread's transcript readings (`position_at`), so whichever observed later is the newer."""
     if status.used_tokens is None:
         return None
     window = status.window or profile.window(status.model)
     used = status.used_tokens
+    occupancy = used + status.output_tokens
     return Reading(
         thread_id=status.session_id,
         source_kind=SourceKind.WORKER_ESTIMATOR,
-        position=int(now.timestamp() * 1000),
+        position=position_at(now, None),
         observed_at=now,
-        last_usage=TokenUsage(total_tokens=used, input_tokens=used),
+        last_usage=TokenUsage(total_tokens=occupancy, input_tokens=used, output_tokens=status.output_tokens),
         context_window=window,
         agent_tool=AGENT_TOOL,
         model=status.model,
-        budget_pct=profile.budget_pct(used, window),
+        budget_pct=profile.budget_pct(occupancy, window, status.model),
         shown_pct=profile.shown_pct(used, window) if status.used_percentage is None else 100 - status.used_percentage,
     )
 

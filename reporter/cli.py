@@ -165,7 +165,7 @@ def report(
     ),
     codex_profile: Annotated[
         str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
-    ] = "reference",
+    ] = "with-reasoning",
     spool_dir: Annotated[
         Path | None,
         typer.Option(

@@ -94,13 +94,15 @@ def _usage(breakdown: Any) -> TokenUsage:
             raise ValueError(f"{name} is not a non-negative integer")
         return value
 
-    if not isinstance(breakdown, dict) or "totalTokens" not in breakdown:
-        raise ValueError("a usage breakdown needs totalTokens")
+    if not isinstance(breakdown, dict):
+        raise ValueError("a usage breakdown is not an object")
+    input_tokens, output_tokens = count("inputTokens"), count("outputTokens")
     return TokenUsage(
-        total_tokens=count("totalTokens"),
-        input_tokens=count("inputTokens"),
+        # Without a total, input + output, as ccusage-style readers and the rollout reader (`codex_formats`) count.
+        total_tokens=count("totalTokens") if "totalTokens" in breakdown else input_tokens + output_tokens,
+        input_tokens=input_tokens,
         cached_input_tokens=count("cachedInputTokens"),
-        output_tokens=count("outputTokens"),
+        output_tokens=output_tokens,
         reasoning_output_tokens=count("reasoningOutputTokens"),
         cache_write_input_tokens=count("cacheWriteInputTokens"),  # newer versions; absent is 0
     )

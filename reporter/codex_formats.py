@@ -4,7 +4,9 @@ Pure helpers over one record's `type` and `payload`:
 - the window: `token_count.info.model_context_window`, `task_started.model_context_window`, or
   `session_meta.context_window`, an int in some versions and an object in others;
 - usage: `token_count.info.last_token_usage`, or the newer top-level `token_usage_record`'s `usage` (whose total may
-  be absent: input + output then, as ccusage-style readers do);
+  be absent: input + output then, as ccusage-style readers do); Codex 0.169.0 writes the usage as a
+  `token_usage_record`, then again as a `token_count` whose `info.last_usage_includes_reasoning` says whether its own
+  percent counts the reasoning tokens;
 - compaction, announced as a top-level `compacted`, an `event_msg` `context_compacted`, or a `response_item` of type
   `compaction` / `compaction_summary` / `context_compaction`; versions write one or several of them per compaction.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +79,10 @@ def last_usage_of(kind: str, payload: dict[str, Any]) -> tuple[TokenUsage, str] 
     else:
         return None
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
-    return usage_of(raw), digest
+    usage = usage_of(raw)
+    holder = payload.get("info") if kind == "event_msg" else payload
+    flag = holder.get("last_usage_includes_reasoning") if isinstance(holder, dict) else None
+    return (replace(usage, includes_reasoning=flag) if isinstance(flag, bool) else usage), digest
 
 
 ECHO_OF = {"record": "event", "event": "record"}

@@ -193,8 +193,12 @@ def _usage(
     skipped: SkipLog,
 ) -> LineResult:
     """`window`: the update of the window the same record states."""
-    if digest == state.last_usage_digest:
-        return JsonlLineResult(_updated(state, window))  # Codex writes each usage record twice
+    if digest == state.last_usage_digest:  # Codex writes each usage twice; the second may say how it counts
+        kept = state.last_usage
+        if kept is None or last.includes_reasoning in (None, kept.includes_reasoning):
+            return JsonlLineResult(_updated(state, window))
+        state, reading = _with_reading(state, window | {"last_usage": last}, end_offset, at)
+        return JsonlLineResult(state, reading)
     limit = window.get("window", state.window)
     if limit is None:
         skipped.skip("no_context_window", f"offset {end_offset}: no model_context_window yet")

@@ -49,7 +49,10 @@ class HookInput:
 
 def parse_hook_input(raw: bytes) -> HookInput:
     """Raises ValueError on input that is not a hook's JSON."""
-    data: Any = json.loads(raw)
+    try:
+        data: Any = json.loads(raw)
+    except RecursionError as error:  # nested deeper than the parser goes: a hook never fails the agent on its input
+        raise ValueError("hook input nested too deeply") from error
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     name, session = data.get("hook_event_name"), data.get("session_id")

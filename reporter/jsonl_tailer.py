@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -212,13 +213,22 @@ class JsonlTailer(Generic[S]):
         """Parse the complete lines between the saved offset and the size the listing saw (a line appended since
         changes the size: read at the next poll)."""
         state = self._files.get(key)
+        if not S_ISREG(stat.st_mode):  # a FIFO or device named *.jsonl: opening one would block the reporter
+            if key not in self._seen:
+                log.warning("%s: %s is not a regular file; not read", self.source, key)
+            self._seen[key] = _signature(stat)
+            return []
         if state is not None and state.inode == stat.st_ino and stat.st_size == state.offset:
             self._seen[key] = _signature(stat)
             return []  # nothing new since the saved position
         try:
-            fd = os.open(key, os.O_RDONLY)
+            # Non-blocking: a FIFO put in the file's place since the listing must not hang the open (or the reads).
+            fd = os.open(key, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as error:  # vanished between listing and opening
             log.warning("%s: cannot read %s: %s", self.source, key, error)
+            return []
+        if os.fstat(fd).st_ino != stat.st_ino:  # replaced since the listing: read at the next poll
+            os.close(fd)
             return []
         self._seen[key] = _signature(stat)
         if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
@@ -295,11 +305,15 @@ class JsonlTailer(Generic[S]):
 
 def decode_line(line: bytes) -> Any:
     """`json.loads` of a line, by msgspec's faster decoder where it agrees: what it refuses (NaN, an out-of-range
-    float, a lone surrogate, a byte-order mark, text that is no JSON) goes to `json.loads`, which decides."""
+    float, a lone surrogate, a byte-order mark, text that is no JSON) goes to `json.loads`, which decides. Raises
+    ValueError on a line that is no JSON, nested too deeply included."""
     try:
-        return msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return json.loads(line)
+        try:
+            return msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return json.loads(line)
+    except RecursionError as error:  # nested deeper than either parser goes: a malformed line like any other
+        raise ValueError("JSON nested too deeply") from error
 
 
 def _complete_lines(fd: int, start: int, end: int) -> Iterator[bytes]:

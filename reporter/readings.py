@@ -2,8 +2,10 @@
 
 Identity and versioning. A reading carries a `position`: an integer that grows with the source, per thread and source
 kind (a rollout line's end offset in its file; for app-server notifications, which carry no time or sequence, the
-arrival time in epoch milliseconds). `snapshot_version = position << RESEND_BITS | resend`, where `resend` counts the
-cadence re-sends of the same reading (spec 5.1), so a re-send is newer than its reading and older than the next one.
+arrival time in epoch milliseconds; for Claude Code, whose transcript and status line both report as
+`worker_estimator`, the time observed in epoch milliseconds, so either source's newer reading is the newer one).
+`snapshot_version = position << RESEND_BITS | resend`, where `resend` counts the cadence re-sends of the same reading
+(spec 5.1), so a re-send is newer than its reading and older than the next one.
 `snapshot_id` is derived from thread, source kind, version and `captured_at` only, so the same reading sent again (a
 reporter that restarted before saving its read position re-reads the line) carries the same id and version, and the
 engine drops it; a re-send is stamped with the time it is sent, so it has an id of its own.
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -167,16 +171,30 @@ def compaction_events(
     )
 
 
-class SkipLog:
-    """Counts and logs input lines a parser cannot use (malformed, unknown, incomplete); never raises."""
+SKIP_LOG_SECONDS = 60.0
+"""After the first skipped line of a reason, at most one warning per reason this often, with the count since: 5 MB of
+garbage in one transcript was 19,699 warnings."""
 
-    def __init__(self, source: str) -> None:
+
+class SkipLog:
+    """Counts and logs input lines a parser cannot use (malformed, unknown, incomplete); never raises. The log is
+    rate-limited per reason (`SKIP_LOG_SECONDS`); the counts are whole."""
+
+    def __init__(self, source: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.counts: Counter[str] = Counter()
+        self._clock = clock
+        self._logged: dict[str, tuple[float, int]] = {}
+        """Per reason: when it was last logged, and its count then."""
 
     def skip(self, reason: str, detail: str) -> None:
         self.counts[reason] += 1
-        log.warning("%s: skipped a line (%s): %s", self.source, reason, detail[:200])
+        now, last = self._clock(), self._logged.get(reason)
+        if last is not None and now - last[0] < SKIP_LOG_SECONDS:
+            return
+        since = "" if last is None else f" ({self.counts[reason] - last[1]} since the last warning)"
+        self._logged[reason] = (now, self.counts[reason])
+        log.warning("%s: skipped a line (%s)%s: %s", self.source, reason, since, detail[:200])
 
     def note(self, reason: str) -> None:
         """Count a line skipped as expected (unknown future types, known oddities): no warning per line."""

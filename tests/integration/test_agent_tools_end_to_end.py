@@ -30,6 +30,7 @@ from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, to_snapshot
 from reporter.spooled_delivery import REJECTED_NAME
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
+from streams.aggregates.resolution import ring_percent
 from streams.local_kafka import free_port
 from streams.topic_admin import ensure_topics
 from tests.integration.pipeline import Outputs, WorkerProcess, get_json, get_when_up, produce, until_listed
@@ -185,16 +186,16 @@ async def test_a_claude_transcript_and_a_codex_rollout_reach_the_ring_the_rankin
 
             # 6.2: the project's ranking names both threads with the engine's budget and level; only an urgent or
             # critical thread can be the next compaction risk
-            project = await _until_ranked(api, operator, {t.thread for t in tools}, within=60)
+            # (At the resolution a reader sees: the view is not republished for a change below it, such as the Claude
+            # thread's reporter reading, prompt + output, after the projection's estimate of the reply, prompt only.)
+            states = {t.thread: state(outputs, t.thread) or {} for t in tools}
+            expected = {
+                k: (ring_percent(s["context_budget_remaining_pct"]), s["context_budget_level"])
+                for k, s in states.items()
+            }
+            project = await _until_ranked(api, operator, expected, within=60)
             ranked = {t["thread_id"]: t for t in project["active_thread_contexts"]}
-            for tool in tools:
-                thread_state = state(outputs, tool.thread) or {}
-                summary = ranked[tool.thread]
-                assert (summary["context_budget_remaining_pct"], summary["context_budget_level"]) == (
-                    thread_state["context_budget_remaining_pct"],
-                    thread_state["context_budget_level"],
-                )
-                assert summary["node_id"] == NODE
+            assert {ranked[t.thread]["node_id"] for t in tools} == {NODE}
             at_risk = [t for t in ranked.values() if t["context_budget_level"] in ("urgent", "critical")]
             assert project["next_compaction_risk_thread_id"] == (at_risk[0]["thread_id"] if at_risk else None)
     finally:
@@ -222,15 +223,20 @@ async def _until_shown(api: str, token: str, tool: Tool) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _until_ranked(api: str, token: str, threads: set[str], within: float) -> dict:
+async def _until_ranked(api: str, token: str, expected: dict[str, tuple[int, str]], within: float) -> dict:
+    """The project once its ranking names every thread with the expected (ring percent, level)."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         try:
             project = await asyncio.to_thread(get_json, f"{api}/api/v1/projects/{PROJECT}", token)
         except OSError:
             project = {}
-        if {t["thread_id"] for t in project.get("active_thread_contexts", [])} >= threads:
+        ranked = {
+            t["thread_id"]: (ring_percent(t["context_budget_remaining_pct"]), t["context_budget_level"])
+            for t in project.get("active_thread_contexts", [])
+        }
+        if all(ranked.get(thread) == value for thread, value in expected.items()):
             return project
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"the ranking does not name {threads} within {within} s: {project}")
+            raise AssertionError(f"the ranking does not show {expected} within {within} s: {project}")
         await asyncio.sleep(0.5)

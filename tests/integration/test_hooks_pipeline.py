@@ -34,7 +34,7 @@ PROJECT, WORKER = "proj-hooks", "worker-hooks"
 
 
 def _status(session: str) -> str:
-    """Claude Code's status-line input for a session with 150k of its 167k tokens before compaction used."""
+    """Claude Code's status-line input for a session with 150k of its 177k tokens before compaction used."""
     usage = {"input_tokens": 10, "cache_creation_input_tokens": 5_000, "cache_read_input_tokens": 145_000}
     return json.dumps(
         {

@@ -32,24 +32,27 @@ def test_codex_shown_percent_is_codexs_own_formula(used: int, window: int) -> No
     assert CodexProfile().shown_pct(used, window) == codex_percent_left(used, window)
 
 
-def test_codex_compacts_at_90_percent_and_budgets_from_its_baseline() -> None:
+def test_codex_compacts_at_90_percent_of_the_model_window_and_budgets_from_its_baseline() -> None:
     codex = CodexProfile()
-    assert codex.compaction_point(212_000) == 190_800
-    assert codex.remaining_pct(101_400, 212_000) == 50.0  # (190,800 - 101,400) / (190,800 - 12,000)
-    assert codex.remaining_pct(12_000, 212_000) == codex.remaining_pct(0, 212_000) == 100.0
-    assert codex.remaining_pct(190_800, 212_000) == 0.0
+    # REFERENCES.md, Codex 0.169.0: gpt-5.5's 272,000 window is reported as 258,400 usable (95%); it compacts once the
+    # last total_tokens reach 0.9 x 272,000 = 244,800, not 0.9 x 258,400 = 232,560.
+    assert codex.compaction_point(258_400) == 244_800
+    assert codex.compaction_point(190_000) == 180_000  # a 200,000 model
+    assert codex.remaining_pct(96_000, 190_000) == 50.0  # (180,000 - 96,000) / (180,000 - 12,000)
+    assert codex.remaining_pct(12_000, 190_000) == codex.remaining_pct(0, 190_000) == 100.0
+    assert codex.remaining_pct(180_000, 190_000) == 0.0
     assert codex.default_window_tokens == 258_400  # 272,000 x 95%
-    assert codex.compaction_band(200_000) == (170_000, 190_000)
+    assert codex.compaction_band(190_000) == (170_500, 189_500)
 
 
-def test_claude_code_compacts_13k_before_its_effective_window() -> None:
+def test_claude_code_compacts_where_2_1_328_did() -> None:
     claude = ClaudeCodeProfile()
-    assert claude.effective_window(200_000) == 180_000  # max output 32k, reserve capped at 20k
-    assert claude.compaction_point(200_000) == 167_000
+    assert claude.effective_window(200_000) == 190_000
+    assert claude.compaction_point(200_000) == 177_000  # REFERENCES.md: 2.1.328 at about 177,000, output included
     assert ClaudeCodeProfile(max_output_tokens=8_000).compaction_point(200_000) == 179_000
-    assert claude.remaining_pct(83_500, 200_000) == 50.0
-    assert claude.shown_pct(83_500, 200_000) == 50.0
-    assert claude.shown_pct(170_000, 200_000) == 0.0
+    assert claude.remaining_pct(88_500, 200_000) == 50.0
+    assert claude.shown_pct(88_500, 200_000) == 50.0
+    assert claude.shown_pct(180_000, 200_000) == 0.0
 
 
 def test_generic_compacts_at_its_fraction_and_shows_the_raw_window() -> None:

@@ -47,7 +47,7 @@ def test_the_status_line_shows_both_percents(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["statusline"], input=_status(USAGE))
     assert result.exit_code == 0, result.output
     line = result.stdout.splitlines()[0]
-    budget = (167_000 - 40_000) / 167_000 * 100
+    budget = (177_000 - 40_090) / 177_000 * 100  # Claude Code compares prompt + output with its point
     assert line == f"claude-opus-4-5-20251101 · ctx 40k · 80% left · {budget:.0f}% before compaction"
 
 
@@ -58,8 +58,17 @@ def test_no_usage_right_after_compact_is_said_not_guessed() -> None:
 
 
 def test_bad_input_still_prints_a_line_and_exits_0() -> None:
-    result = CliRunner().invoke(app, ["statusline"], input="not json")
-    assert (result.exit_code, result.stdout.splitlines()[0]) == (0, "ctx: ?")
+    for bad in ("not json", "[" * 100_000):  # nested deeper than the JSON parser goes: no RecursionError
+        result = CliRunner().invoke(app, ["statusline"], input=bad)
+        assert (result.exit_code, result.stdout.splitlines()[0]) == (0, "ctx: ?")
+
+
+def test_a_hook_never_fails_on_deeply_nested_input(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    nested = '{"hook_event_name": "PreCompact", "session_id": "s", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    result = CliRunner().invoke(app, ["hook", "--events-file", str(tmp_path / "h.jsonl")], input=nested)
+    assert (result.exit_code, result.exception) == (0, None)
+    assert "unreadable input" in result.stderr
 
 
 def test_the_status_line_reports_the_thread(tmp_path: Path, serve) -> None:
@@ -71,7 +80,7 @@ def test_the_status_line_reports_the_thread(tmp_path: Path, serve) -> None:
     body = json.loads(api.requests[0][2])
     assert (body["thread_id"], body["source_kind"], body["agent_tool"]) == (SESSION, "worker_estimator", "claude-code")
     assert body["shown_remaining_pct"] == 80.0
-    assert body["context_budget_remaining_pct"] == (167_000 - 40_000) / 167_000 * 100
+    assert body["context_budget_remaining_pct"] == (177_000 - 40_090) / 177_000 * 100
 
 
 def _hook(name: str, **extra: str) -> str:

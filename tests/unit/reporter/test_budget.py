@@ -34,8 +34,21 @@ def test_reference_profile_matches_codex_at_exact_numbers(
     assert REFERENCE.percent_remaining(TokenUsage(total, reasoning_output_tokens=reasoning), window) == expected
 
 
-def test_default_profile_is_the_reference_formula() -> None:
-    assert DEFAULT_CODEX_PROFILE == REFERENCE
+def test_default_profile_counts_the_last_total_as_current_versions_do() -> None:
+    assert DEFAULT_CODEX_PROFILE == WITH_REASONING
+
+
+def test_codex_0_169_counts_reasoning_where_the_usage_says_so() -> None:
+    """Issue 35: Codex 0.169.0's /status showed 68% left where the reporter said 81%; its rollouts now say whether its
+    count includes reasoning (`last_usage_includes_reasoning`), and that flag decides over any profile."""
+    counted = TokenUsage(90_848, reasoning_output_tokens=32_000, includes_reasoning=True)
+    left_out = TokenUsage(90_848, reasoning_output_tokens=32_000, includes_reasoning=False)
+    for profile in CODEX_PROFILES.values():
+        assert profile.tokens_in_context_window(counted) == 90_848
+        assert profile.tokens_in_context_window(left_out) == 58_848
+    assert REFERENCE.percent_remaining(counted, WINDOW) == 68  # (246,400 - 78,848) / 246,400
+    assert WITH_REASONING.percent_remaining(left_out, WINDOW) == 81
+    assert REFERENCE.percent_remaining(TokenUsage(90_848, reasoning_output_tokens=32_000), WINDOW) == 81  # unsaid
 
 
 def test_truncating_profile_drops_the_fraction_where_reference_rounds_up() -> None:

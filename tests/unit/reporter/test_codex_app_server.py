@@ -29,10 +29,10 @@ def test_a_session_that_grows_compacts_and_grows_again(app_server_lines: list[st
     _, readings = _feed(app_server_lines)
     assert [(_shown(r), r.compaction_count) for _, r in readings] == [
         (81.0, 0),
-        (46.0, 0),
-        (12.0, 0),
+        (44.0, 0),  # reasoning tokens counted, as current Codex versions count them
+        (11.0, 0),
         (93.0, 1),  # the usage Codex recomputes after compacting, sent before the item completes: counted after it
-        (65.0, 1),
+        (64.0, 1),
     ]
     compacted_at = readings[3][0]
     assert all(r.last_compaction_at == compacted_at for _, r in readings[3:])
@@ -275,3 +275,15 @@ def test_a_compaction_the_reporter_asked_for_is_manual() -> None:
     parser.feed(_item("started", "thr_m", "t3", item | {"id": "c2"}), T0)  # the next one is Codex's own again
     parser.feed(_item("completed", "thr_m", "t3", item | {"id": "c2"}), T0)
     assert [e.trigger_mode for e in parser.take_events()] == [TriggerMode.MANUAL] * 2 + [TriggerMode.REQUEST_START] * 2
+
+
+def test_a_breakdown_without_total_tokens_counts_input_plus_output() -> None:
+    usage = {"inputTokens": 150_000, "cachedInputTokens": 100_000, "outputTokens": 2_000, "reasoningOutputTokens": 500}
+    token_usage = {"total": usage, "last": usage, "modelContextWindow": 258_400}
+    params = {"threadId": "thr_t", "turnId": "t1", "tokenUsage": token_usage}
+    line = json.dumps({"method": "thread/tokenUsage/updated", "params": params})
+    parser = CodexAppServerParser()
+    reading = parser.feed(line, T0)
+    assert reading is not None  # as ccusage does, not skipped
+    assert reading.last_usage.total_tokens == 152_000
+    assert parser.skipped.counts == {}

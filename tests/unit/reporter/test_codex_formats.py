@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from reporter.budget import DEFAULT_CODEX_PROFILE
+from reporter.budget import CODEX_PROFILES, DEFAULT_CODEX_PROFILE
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, to_snapshot
 
@@ -108,3 +108,45 @@ def test_a_real_token_count_with_cache_write_tokens(tmp_path: Path) -> None:
     assert (reading.thread_id, reading.context_window) == (thread, 258_400)
     usage = reading.last_usage
     assert (usage.total_tokens, usage.cached_input_tokens, usage.cache_write_input_tokens) == (15_725, 12_160, 0)
+
+
+def _codex_0_169_usage(total: int, reasoning: int, includes_reasoning: bool) -> list[dict]:
+    """One usage as Codex 0.169.0 writes it (the shapes of a rollout it wrote here against the scripted model
+    server: a `token_usage_record`, then the same usage as a `token_count` whose `info` says
+    `last_usage_includes_reasoning`)."""
+    usage = {
+        "input_tokens": total - 2_000 - reasoning,
+        "cached_input_tokens": 0,
+        "cache_write_input_tokens": 0,
+        "output_tokens": 2_000 + reasoning,
+        "reasoning_output_tokens": reasoning,
+        "total_tokens": total,
+    }
+    thread = "01a241e8-7d22-71c3-9b82-dbcc948e7f0a"
+    record = {"thread_id": thread, "turn_id": "t1", "session_id": thread, "usage": usage, "turn_token_usage": usage}
+    info = {
+        "total_token_usage": usage,
+        "last_token_usage": usage,
+        "last_usage_includes_reasoning": includes_reasoning,
+        "model_context_window": 258_400,
+    }
+    at = "2026-12-04T16:34:45.286Z"
+    return [
+        {"timestamp": at, "type": "session_meta", "payload": {"id": thread, "cli_version": "0.169.0", "cwd": "/w"}},
+        {"timestamp": at, "type": "turn_context", "payload": {"cwd": "/w", "model": "gpt-5.5"}},
+        {"timestamp": at, "type": "token_usage_record", "payload": record},
+        {"timestamp": at, "type": "event_msg", "payload": {"type": "token_count", "info": info, "rate_limits": None}},
+    ]
+
+
+def test_codex_0_169_says_whether_its_percent_counts_reasoning_and_that_decides(tmp_path: Path) -> None:
+    """Issue 35: /status said 68% left where the reporter said 81%: 32,000 reasoning tokens Codex counted."""
+    for includes, shown in ((True, 68.0), (False, 81.0)):
+        folder = tmp_path / str(includes)
+        folder.mkdir()
+        rollout = folder / "rollout-2026-12-04T16-34-45-01a241e8-7d22-71c3-9b82-dbcc948e7f0a.jsonl"
+        rollout.write_text("".join(json.dumps(line) + "\n" for line in _codex_0_169_usage(90_848, 32_000, includes)))
+        readings = RolloutTailer(folder, folder / "state.json").poll()
+        assert readings[-1].last_usage.includes_reasoning is includes
+        snapshot = to_snapshot(readings[-1], IDENTITY, CODEX_PROFILES["reference"])  # the flag overrides the profile
+        assert snapshot.shown_remaining_pct == shown

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
 from reporter.file_watch import InotifyWatch
 from reporter.jsonl_tailer import SAVE_EVENTS, SAVE_SECONDS
-from reporter.readings import Reading, to_snapshot
+from reporter.readings import SKIP_LOG_SECONDS, Reading, SkipLog, to_snapshot
 from streams.projection.config import ProjectionConfig
 from tests.unit.reporter.test_claude_code import AUTO, AUTO_SESSION, IDENTITY, _project
 from tests.unit.reporter.test_codex_rollouts import ROLLOUT_FILE
@@ -221,3 +224,52 @@ def test_decode_line_reads_every_recorded_transcript_and_rollout_line_as_json_lo
 def test_decode_line_refuses_what_json_loads_refuses_with_its_error(line: bytes) -> None:
     with pytest.raises(json.JSONDecodeError):
         jsonl_tailer.decode_line(line)
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_a_fifo_named_jsonl_is_passed_over_and_does_not_hang_the_tailer(tmp_path: Path, watch: bool) -> None:
+    """Issue 38.7: opening a FIFO for reading blocks until a writer comes; the reporter hung there for good."""
+    if watch and InotifyWatch.open() is None:
+        pytest.skip("no inotify here")
+    projects = _project(tmp_path, AUTO, AUTO_SESSION)
+    tailer = TranscriptTailer(projects, tmp_path / "state.json", watch=watch)
+    assert tailer.poll()
+    fifo = projects / "-Users-someone-code" / "trap.jsonl"
+    os.mkfifo(fifo)
+    pid = os.fork()
+    if pid == 0:  # the child polls: a blocked open would leave it running past the wait below
+        os._exit(0 if TranscriptTailer(projects, tmp_path / "other.json", watch=watch).poll() else 1)
+    deadline = time.monotonic() + 10
+    while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done == (0, 0):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid, "the poll blocked on the FIFO"
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert tailer.poll() == []  # the watching tailer passes over it too
+    assert tailer.state_of(fifo) is None
+
+
+def test_garbage_lines_are_counted_whole_and_logged_rarely(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 38.7: 5 MB of random bytes in a transcript made 19,699 warnings."""
+    clock = _Clock()
+    projects = _project(tmp_path, AUTO, AUTO_SESSION)
+    with (projects / "-Users-someone-code" / f"{AUTO_SESSION}.jsonl").open("ab") as handle:
+        handle.write(b"".join(os.urandom(200).replace(b"\n", b" ") + b"\n" for _ in range(2_000)))
+    tailer = TranscriptTailer(projects, tmp_path / "state.json")
+    tailer.skipped = SkipLog(tailer.source, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="reporter.readings"):
+        tailer.poll()
+        clock.now += SKIP_LOG_SECONDS
+        tailer.skipped.skip("malformed_line", "one more")
+    assert tailer.skipped.counts == {"malformed_line": 2_001}
+    assert [r.getMessage() for r in caplog.records][1] == (
+        "claude code transcripts: skipped a line (malformed_line) (2000 since the last warning): one more"
+    )
+    assert len(caplog.records) == 2
+
+
+def test_decode_line_says_json_nested_too_deeply_is_malformed(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        jsonl_tailer.decode_line(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")

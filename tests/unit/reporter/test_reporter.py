@@ -82,14 +82,14 @@ async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
 
 async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
     sent = await _report_app_server(app_server_lines)
-    # The displayed percents of this session in Codex are 81, 46, 12, 93, 65 (test_codex_app_server); the
-    # snapshots carry the budget: room before Codex's auto-compaction at 90% of the window, hence lower.
+    # The displayed percents of this session in Codex are 81, 44, 11, 93, 64 (test_codex_app_server); the
+    # snapshots carry the budget: room before Codex's auto-compaction at 90% of the model's window, hence lower.
     assert [(round(s.context_budget_remaining_pct), s.context_budget_level, s.compaction_count) for s in sent] == [
         (79, ContextBudgetLevel.SAFE, 0),
-        (39, ContextBudgetLevel.URGENT, 0),  # Codex shows 46% left, but only 39% of the room before compaction
-        (2, ContextBudgetLevel.CRITICAL, 0),
+        (41, ContextBudgetLevel.WATCH, 0),  # Codex shows 44% left, but only 41% of the room before compaction
+        (5, ContextBudgetLevel.CRITICAL, 0),
         (92, ContextBudgetLevel.SAFE, 1),  # the usage Codex sends within the compaction is after it
-        (61, ContextBudgetLevel.SAFE, 1),  # not significant: sent when the input ends
+        (62, ContextBudgetLevel.SAFE, 1),  # not significant: sent when the input ends
     ]
     assert all(s.source_kind is SourceKind.CODEX_APP_SERVER for s in sent)
     assert (sent[0].node_id, sent[0].worker_id, sent[0].project_id, sent[0].task_id) == (
