@@ -42,7 +42,7 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_nothing_is_installed_and_nothing_printed_when_everything_is_there(tmp_path: Path) -> None:
-    env, log = _machine(tmp_path, present=("java", "mvn", "make", "python3", "chromium"), root=True, font=True)
+    env, log = _machine(tmp_path, present=("java", "mvn", "npm", "make", "python3", "chromium"), root=True, font=True)
     done = _run(env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert not log.exists()
@@ -54,12 +54,12 @@ def test_a_fresh_machine_gets_every_missing_package_in_one_update_and_install(tm
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [
         "apt-get update -qq",
-        "apt-get install -y -qq default-jre-headless maven chromium fonts-wqy-zenhei make",
+        "apt-get install -y -qq default-jre-headless maven chromium fonts-wqy-zenhei nodejs npm make",
     ]
 
 
 def test_only_what_is_missing_is_installed_through_sudo_when_not_root(tmp_path: Path) -> None:
-    env, log = _machine(tmp_path, present=("java", "mvn", "make", "python3"), root=False, font=True)
+    env, log = _machine(tmp_path, present=("java", "mvn", "npm", "make", "python3"), root=False, font=True)
     done = _run(env)
     assert done.returncode == 0, done.stderr
     assert "installing chromium" in done.stderr
