@@ -28,7 +28,7 @@ from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
 from core.settings import Settings
 from schemas import Record
-from schemas.base import MAX_ID_LENGTH
+from schemas.base import ID_PATTERN, MAX_ID_LENGTH
 from schemas.codec import encode_record
 from sinks.queries import Row, latest_thread
 
@@ -101,10 +101,6 @@ def reports_thread(caller: Principal, worker_id: str | None) -> bool:
     """Whether a worker caller is the one reporting the thread (`worker_id`, None when unknown); other roles pass
     (their projects are the route's own check)."""
     return caller.role is not Role.WORKER or worker_id == caller.subject
-
-
-ID_PATTERN = r"^\S+$"
-"""The contract's entity id (schemas.base.Id): 1-128 characters, no whitespace."""
 
 
 def path_id(description: str) -> object:
