@@ -59,6 +59,9 @@ class ThreadSlot(Record):
     state: ThreadState | None = None
     early_work_facts: list[WorkFactState] = Field(default_factory=list)
     early_handoff: HandoffPackage | None = None
+    early_compact_request: CompactRequested | None = None
+    """A manual compaction requested before the thread's first snapshot (the API publishes a request and the report
+    it follows on different topics): issued once that snapshot gives the thread a state."""
     routes: ThreadRoutes | None = None
     """Where the thread's state goes (its project, the conversations that show it): kept by the routing fused into
     the engine (`streams.engine.routing`); the engine's own folds neither read nor keep it."""
@@ -177,6 +180,9 @@ def apply_snapshot(
     # the checklist reads the facts, the package and the last compaction, and of those a snapshot moves only the last
     same_inputs = previous is not None and state.last_compaction_at == previous.last_compaction_at
     state, derived = _derive(state, cause, now, config, state.wrap_up_checklist if same_inputs else None)
+    if previous is None and slot.early_compact_request is not None:
+        state, issued = _compact_now(state, slot.early_compact_request, now)
+        derived += issued
     return Step(ThreadSlot(state=state), emits + derived, verdict)
 
 
@@ -246,10 +252,18 @@ def apply_action_command(
 
 def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now: datetime) -> Step:
     """A manual compaction was requested (seed 000 `compact_now`): an action issued to the thread's worker, open
-    until the thread's compaction is observed. A thread the engine has no state for yet has no one to issue it to."""
-    if slot is None or slot.state is None:
-        return UNCHANGED
-    state = slot.state
+    until the thread's compaction is observed. For a thread with no state yet, the request waits in the slot for the
+    thread's first snapshot (the newest one: as with a state, a newer request supersedes an open one)."""
+    slot = slot or ThreadSlot()
+    if slot.state is None:
+        if slot.early_compact_request == event:
+            return UNCHANGED
+        return Step(replaced(slot, {"early_compact_request": event}))
+    state, emits = _compact_now(slot.state, event, now)
+    return Step(ThreadSlot(state=state), emits) if emits else UNCHANGED
+
+
+def _compact_now(state: ThreadState, event: CompactRequested, now: datetime) -> tuple[ThreadState, list[Emit]]:
     items, changes = action_lifecycle.request_manual(
         state.master_actions,
         MasterAction.COMPACT_NOW,
@@ -260,9 +274,9 @@ def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now:
         now=now,
     )
     if not changes:
-        return UNCHANGED
+        return state, []
     state = replaced(state, {"master_actions": items, "updated_at": now})
-    return Step(ThreadSlot(state=state), _action_emits(state, changes))
+    return state, _action_emits(state, changes)
 
 
 def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, config: EngineConfig) -> Step:
