@@ -41,6 +41,7 @@ from schemas import (
     ThreadHandoffReady,
     ThreadHandoffRequired,
     ThreadMasterActionIssued,
+    ThreadWorkerMoved,
     ThresholdPolicy,
     WorkFactChanged,
     WrapUpChecklist,
@@ -84,8 +85,10 @@ def refusal(slot: ThreadSlot | None, record: object, now: datetime) -> tuple[str
     """(reason, detail) when the record is refused before folding (it is dead-lettered), else None.
 
     A thread belongs to the project it was first reported under: a snapshot, package or session event naming another
-    project would move it (and its ring) into that project. A snapshot's captured_at must be near `now` and its
-    version not ahead of it (schemas.admission), else it would vanish from history or freeze the thread.
+    project would move it (and its ring) into that project. Within it, a thread belongs to the worker that first
+    reported it (or the one an operator moved it to, `ThreadWorkerMoved`): a snapshot or session event naming another
+    worker would take it over (its reports, its packages, its actions). A snapshot's captured_at must be near `now` and
+    its version not ahead of it (schemas.admission), else it would vanish from history or freeze the thread.
     """
     owner = (
         slot.state.project_id
@@ -95,6 +98,15 @@ def refusal(slot: ThreadSlot | None, record: object, now: datetime) -> tuple[str
     named = getattr(record, "project_id", None)
     if owner is not None and named is not None and named != owner:
         return "project_mismatch", f"the thread belongs to project {owner!r}, the record names {named!r}"
+    worker = slot.state.worker_id if slot and slot.state else None
+    if isinstance(record, ThreadWorkerMoved):
+        if worker is None:
+            return "thread_unknown", "a move of a thread the engine has no state for"
+        if record.from_worker_id != worker:
+            return "worker_mismatch", f"moved from {record.from_worker_id!r}, but the thread is {worker!r}'s now"
+    elif worker is not None and (named_worker := getattr(record, "worker_id", None)) not in (None, worker):
+        detail = f"the thread belongs to worker {worker!r}, the record names {named_worker!r}; an operator moves it"
+        return "worker_mismatch", detail
     if isinstance(record, ThreadContextSnapshot):
         problem = captured_at_refusal(record.captured_at, now) or version_refusal(
             record.snapshot_version, record.captured_at
@@ -277,6 +289,17 @@ def _compact_now(state: ThreadState, event: CompactRequested, now: datetime) -> 
         return state, []
     state = replaced(state, {"master_actions": items, "updated_at": now})
     return state, _action_emits(state, changes)
+
+
+def apply_worker_move(slot: ThreadSlot | None, event: ThreadWorkerMoved, now: datetime) -> Step:
+    """An operator moved the thread (`refusal` admitted it: the thread is still `from_worker_id`'s): the new worker's
+    reports count from now on, judged afresh (its versions need not follow the old worker's), and the move is in the
+    thread's history as an update."""
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    state = replaced(slot.state, {"worker_id": event.to_worker_id, "sources": [], "updated_at": now})
+    moved = _context_event(state, ContextEventType.UPDATED, event.event_id, "worker_moved")
+    return Step(ThreadSlot(state=state), [moved])
 
 
 def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, config: EngineConfig) -> Step:
