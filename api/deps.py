@@ -138,3 +138,14 @@ def refuse_takeover(known: KnownThread | None, project_id: str) -> None:
     a token of one project may not move another project's thread into its own."""
     if known is not None and known.project_id != project_id:
         raise HTTPException(403, "this thread belongs to another project; a thread stays in its first project")
+
+
+def refuse_worker_takeover(known: KnownThread | None, worker_id: str) -> None:
+    """403 when a report or event names another worker than the thread's (the first to report it, or the one an
+    operator moved it to): the engine would dead-letter it (`worker_mismatch`), and it would hand the thread over."""
+    if known is not None and known.worker_id != worker_id:
+        raise HTTPException(
+            403,
+            f"this thread belongs to worker {known.worker_id}; only an operator moves it "
+            "(PUT /api/v1/threads/{thread_id}/worker)",
+        )
