@@ -28,7 +28,7 @@ from api.thread_book import KnownThread
 from api.tokens import InvalidToken, Principal, Role, verify_token
 from core.settings import Settings
 from schemas import Record
-from schemas.base import MAX_ID_LENGTH
+from schemas.base import ID_PATTERN, MAX_ID_LENGTH
 from schemas.codec import encode_record
 from sinks.queries import Row, latest_thread
 
@@ -103,10 +103,6 @@ def reports_thread(caller: Principal, worker_id: str | None) -> bool:
     return caller.role is not Role.WORKER or worker_id == caller.subject
 
 
-ID_PATTERN = r"^\S+$"
-"""The contract's entity id (schemas.base.Id): 1-128 characters, no whitespace."""
-
-
 def path_id(description: str) -> object:
     return Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=description)
 
@@ -142,3 +138,14 @@ def refuse_takeover(known: KnownThread | None, project_id: str) -> None:
     a token of one project may not move another project's thread into its own."""
     if known is not None and known.project_id != project_id:
         raise HTTPException(403, "this thread belongs to another project; a thread stays in its first project")
+
+
+def refuse_worker_takeover(known: KnownThread | None, worker_id: str) -> None:
+    """403 when a report or event names another worker than the thread's (the first to report it, or the one an
+    operator moved it to): the engine would dead-letter it (`worker_mismatch`), and it would hand the thread over."""
+    if known is not None and known.worker_id != worker_id:
+        raise HTTPException(
+            403,
+            f"this thread belongs to worker {known.worker_id}; only an operator moves it "
+            "(PUT /api/v1/threads/{thread_id}/worker)",
+        )

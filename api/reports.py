@@ -29,7 +29,7 @@ from schemas import (
     WorkerReportResponse,
 )
 from schemas.admission import version_refusal
-from schemas.base import Id, Version
+from schemas.base import ID_RULE, Id, Version
 from schemas.master_actions import REQUESTABLE_ACTIONS
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -77,7 +77,7 @@ def snapshot_of(report: WorkerReportRequest, idempotency_key: str | None, versio
             else _ID.validate_python(idempotency_key, strict=True)
         )
     except ValidationError as error:
-        raise InvalidIdentity(("header", IDEMPOTENCY_KEY), "must be 1-128 characters without whitespace") from error
+        raise InvalidIdentity(("header", IDEMPOTENCY_KEY), ID_RULE) from error
     fields = {name: getattr(report, name) for name in WorkerReportRequest.model_fields}
     return ThreadContextSnapshot(**fields, snapshot_id=snapshot_id, snapshot_version=snapshot_version_)
 

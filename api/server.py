@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 from collections.abc import AsyncIterator, Callable, Generator
 
 import uvicorn
@@ -16,9 +17,13 @@ from api.settings import ApiSettings
 from core.settings import Settings
 
 SHUTDOWN_GRACE_SECONDS = 5
-MAX_CONNECTIONS = 1_000
-"""Open connections (SSE streams included) before uvicorn answers 503: a flood of slow clients cannot exhaust the
-process's file descriptors."""
+"""How long a shutdown waits for requests in progress (open SSE streams are ended first)."""
+FD_HEADROOM = 512
+"""Descriptors left for everything else the process opens (Kafka connections, chdb's files, the table stores, logs)
+when the connection cap is sized from the descriptor limit."""
+MIN_CONNECTIONS = 64
+FD_CEILING = 1 << 20
+"""The soft descriptor limit asked for when the hard one is unlimited."""
 KEEP_ALIVE_SECONDS = 5
 """An idle keep-alive connection is closed after this."""
 HEADER_TIMEOUT_SECONDS = 10.0
@@ -63,7 +68,22 @@ class _HeaderDeadline(HttpToolsProtocol):
             self.transport.close()
 
 
-"""How long a shutdown waits for requests in progress (open SSE streams are ended first)."""
+def connection_cap(soft_fd_limit: int) -> int:
+    """Open connections (SSE streams included) before uvicorn answers 503: all the descriptors the process may open
+    less a headroom, so a flood meets the cap (a 503, the process unharmed) before the descriptor limit (failing
+    accepts, and Kafka or chdb unable to open a file), and as many clients as the machine allows are served."""
+    return max(MIN_CONNECTIONS, soft_fd_limit - FD_HEADROOM)
+
+
+def raised_fd_limit() -> int:
+    """The soft RLIMIT_NOFILE raised to the hard one where the system allows it (a fixed 1,024 cap refused a
+    1,000-client SSE run, and ~1,000 idle sockets made the API answer 503 to everyone); the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FD_CEILING if hard == resource.RLIM_INFINITY else hard
+    if wanted > soft:
+        with contextlib.suppress(ValueError, OSError):  # e.g. macOS refuses more than its OPEN_MAX: keep the soft one
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -89,7 +109,7 @@ async def running(
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
         http=protocol,
-        limit_concurrency=MAX_CONNECTIONS,
+        limit_concurrency=connection_cap(raised_fd_limit()),
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = _EmbeddedServer(config)

@@ -48,7 +48,7 @@ from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity, Reading, reading_level, to_snapshot
 from reporter.spool import Spool
 from reporter.spooled_delivery import SpooledDelivery
-from reporter.worker_state import HOOK_EVENTS, HOOK_STATE, STATUSLINE_SPOOL, state_dir
+from reporter.worker_state import HOOK_EVENTS, HOOK_STATE, PATCHES, STATUSLINE_SPOOL, state_dir
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 
 STATUSLINE_DRAIN_SECONDS = 1.0
@@ -150,7 +150,8 @@ def hook(
         program = Program(default_program(), None if api_url == os.environ.get("CTXBUDGET_API_URL") else api_url)
         try:
             path = state_file or state_dir(settings) / HOOK_STATE
-            acted = act(hook_input, BudgetApi(api_url, token, timeout), path, resume_package, program)
+            api = BudgetApi(api_url, token, timeout)
+            acted = act(hook_input, api, path, resume_package, program, state_dir(settings) / PATCHES)
         except Exception as error:  # a hook never fails the agent: an unexpected fault lets the tool go on
             acted = Acted(notes=[f"not acted: {error!r}"])
         for note in acted.notes:

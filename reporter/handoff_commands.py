@@ -32,7 +32,7 @@ from reporter.http_delivery import HttpDelivery
 from reporter.readings import Identity
 from reporter.resume import resume_prompt
 from reporter.spool import LOCK_NAME
-from reporter.worker_state import HANDOFF_WRITE, state_dir
+from reporter.worker_state import HANDOFF_WRITE, PATCHES, state_dir
 from schemas import HandoffPackage, PackageStatus
 
 handoff_app = typer.Typer(help="Handoff packages of this worker's threads (spec 3.3): resume the next thread from one.")
@@ -61,7 +61,7 @@ def resume(
         consumed = _take_over(api, package, to_thread)
     except ApiUnavailable as error:
         _fail(str(error))
-    typer.echo(resume_prompt(consumed), nl=False)
+    typer.echo(resume_prompt(consumed, state_dir() / PATCHES), nl=False)
     typer.echo(f"handoff package {consumed.handoff_package_id} consumed by {to_thread}", err=True)
 
 

@@ -55,13 +55,16 @@ class Program:
     api_url: str | None = None
 
 
-def act(hook: HookInput, api: BudgetApi, memory_path: Path, resume_package_id: str | None, program: Program) -> Acted:
+def act(
+    hook: HookInput, api: BudgetApi, memory_path: Path, resume_package_id: str | None, program: Program, patch_dir: Path
+) -> Acted:
+    """`patch_dir`: where this worker saves its pending patches, the only ones a resume prompt offers to apply."""
     acted = Acted()
     if hook.subagent:
         return acted
     try:
         if hook.event_name == SESSION_START:
-            text = _resume(hook, api, resume_package_id, acted.notes)
+            text = _resume(hook, api, resume_package_id, patch_dir, acted.notes)
             acted.output = additional_context(SESSION_START, text) if text else None
         elif hook.event_name in ACTING_EVENTS:
             acted.output = _duty_answer(hook, api, memory_path, program)
@@ -83,13 +86,15 @@ def _duty_answer(hook: HookInput, api: BudgetApi, memory_path: Path, program: Pr
     return answer.output
 
 
-def _resume(hook: HookInput, api: BudgetApi, resume_package_id: str | None, notes: list[str]) -> str | None:
+def _resume(
+    hook: HookInput, api: BudgetApi, resume_package_id: str | None, patch_dir: Path, notes: list[str]
+) -> str | None:
     if resume_package_id and hook.source == STARTUP_SOURCE:
         package = api.package(resume_package_id)
         if package is None:
             notes.append(f"handoff package {resume_package_id} not found: nothing to resume from")
             return None
-        text = resume_prompt(package)
+        text = resume_prompt(package, patch_dir)
         if not _consumed_into(package, hook.session_id):
             try:
                 api.consume(package.handoff_package_id, hook.session_id)
@@ -99,7 +104,7 @@ def _resume(hook: HookInput, api: BudgetApi, resume_package_id: str | None, note
     if hook.source == COMPACT_SOURCE:
         package = api.thread_package(hook.session_id)
         if package is not None and package.package_status is PackageStatus.READY:
-            return resume_prompt(package)
+            return resume_prompt(package, patch_dir)
     return None
 
 

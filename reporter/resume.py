@@ -5,9 +5,15 @@ the next thread the same text. Every part of the package the next thread can act
 patches to apply (the package links the saved diff among its artifacts), the files, commands and tests that matter,
 the open questions, and the agent's next actions (spec 3.3 has no field for them: the worker writes them into the
 summary when it assembles the package). Empty parts are left out rather than shown as "none".
+
+A package's links are whatever its writer put there, so only a saved diff this worker wrote itself, a file inside its
+patch directory (the worker state dir's `patches/`, reporter.worker_state), is offered to `git apply`; any other
+`.diff` or `.patch` (`../../etc/passwd.diff`, another machine's path) is listed as evidence only.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from schemas import HandoffPackage
 
@@ -15,13 +21,24 @@ PATCH_SUFFIXES = (".patch", ".diff")
 """An artifact with one of these endings is a saved diff the next thread applies (`git apply`)."""
 
 
-def patches(package: HandoffPackage) -> list[str]:
-    return [link for link in package.critical_artifacts if link.lower().endswith(PATCH_SUFFIXES)]
+def patches(package: HandoffPackage, patch_dir: Path) -> list[str]:
+    """The package's saved diffs to apply: files inside `patch_dir` (symbolic links resolved)."""
+    return [link for link in package.critical_artifacts if _saved_diff(link, patch_dir.resolve())]
 
 
-def resume_prompt(package: HandoffPackage) -> str:
-    """The text the next thread starts from."""
-    saved_diffs = patches(package)
+def _saved_diff(link: str, patch_dir: Path) -> bool:
+    if not link.lower().endswith(PATCH_SUFFIXES) or not Path(link).is_absolute():
+        return False
+    try:
+        path = Path(link).resolve()
+    except (OSError, RuntimeError):  # a link loop, a name the OS refuses
+        return False
+    return path.is_relative_to(patch_dir) and path.is_file()
+
+
+def resume_prompt(package: HandoffPackage, patch_dir: Path) -> str:
+    """The text the next thread starts from; `patch_dir` is where this worker saves its pending patches."""
+    saved_diffs = patches(package, patch_dir)
     evidence = [link for link in package.critical_artifacts if link not in saved_diffs]
     lines = [
         f"You are continuing the work of thread {package.from_thread_id} (handoff package "

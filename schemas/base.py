@@ -27,8 +27,13 @@ character, the record stays under Kafka's default 1 MB message limit."""
 MAX_LIST_ITEMS = 1_000
 MAX_TOKENS = 100_000_000
 
-Id = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^\S+$")]
-"""An entity id: 1-128 characters, no whitespace."""
+ID_PATTERN = r"^[^\s/\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+$"
+"""No whitespace, no `/`, no control character (C0, DEL, C1), no bidirectional control. An id travels in URL paths
+(`/threads/{id}`: one with `/` is stored but no route reaches it) and is shown in pages, logs and prompts (a control
+or a U+202E override makes it print as another id)."""
+ID_RULE = "1-128 characters: no whitespace, '/', control or bidirectional-control character"
+Id = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+"""An entity id: 1-128 characters of ID_PATTERN."""
 Name = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH)]
 ShortText = Annotated[str, Strict(), StringConstraints(max_length=MAX_SHORT_TEXT_LENGTH)]
 LongText = Annotated[str, Strict(), StringConstraints(max_length=MAX_LONG_TEXT_LENGTH)]

@@ -152,6 +152,18 @@ class WorkFactChanged(SessionEventBase):
     files: TextList = Field(default_factory=list, description="Files involved (for the wrap-up checklist, spec 8.3).")
 
 
+class ThreadWorkerMoved(SessionEventBase):
+    """An operator moved the thread to another worker (`PUT /api/v1/threads/{thread_id}/worker`). A thread belongs to
+    the worker that first reported it: the engine refuses another worker's snapshots and events (`worker_mismatch`)
+    until this recorded act names the new one. Applied only while the thread is still `from_worker_id`'s."""
+
+    type: Literal["thread_worker_moved"] = "thread_worker_moved"
+    from_worker_id: Id = Field(description="The worker the thread belonged to when the move was made.")
+    to_worker_id: Id = Field(description="The worker the thread belongs to from now on.")
+    moved_by: Id = Field(description="The operator who moved it (the token's subject).")
+    reason: Annotated[ShortText, Field(min_length=1)] = Field(description="Why, as the operator gave it.")
+
+
 SessionEvent = Annotated[
     UsageSample
     | MessageAdded
@@ -162,7 +174,8 @@ SessionEvent = Annotated[
     | CompactionCompleted
     | CompactRequested
     | MemoryInjectionChanged
-    | WorkFactChanged,
+    | WorkFactChanged
+    | ThreadWorkerMoved,
     Field(discriminator="type"),
 ]
 SESSION_EVENT_ADAPTER: TypeAdapter[SessionEvent] = TypeAdapter(SessionEvent)

@@ -123,6 +123,15 @@ SESSION_EVENTS: list[dict[str, Any]] = [
         "active": True,
         "files": ["fixtures/line_b.py"],
     },
+    {
+        **EVENT_BASE,
+        "event_id": "e11",
+        "type": "thread_worker_moved",
+        "from_worker_id": "worker-mac-01",
+        "to_worker_id": "worker-mac-02",
+        "moved_by": "ops-ana",
+        "reason": "worker-mac-01 was retired",
+    },
 ]
 
 

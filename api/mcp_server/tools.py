@@ -20,7 +20,7 @@ from pydantic import Field
 from api.mcp_server.rest import ApiRefused, RestApi, segment
 from api.mcp_server.updates import PROJECTS, THREADS, ResourceUpdates
 from schemas import AlertStatus, MasterActionState
-from schemas.base import MAX_SHORT_TEXT_LENGTH
+from schemas.base import ID_PATTERN, MAX_ID_LENGTH, MAX_SHORT_TEXT_LENGTH
 
 PROJECT_URI = PROJECTS + "{project_id}"
 THREAD_URI = THREADS + "{thread_id}"
@@ -42,7 +42,7 @@ take on and complete them when done; acknowledge alerts you have handled.
 Subscribe to ctxbudget://projects/{project_id} or ctxbudget://threads/{thread_id} to hear when they change (a level
 change, a handoff required or ready, an action issued) instead of polling."""
 
-Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^\S+$")]
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
 
 
 def build_server(rest: RestApi) -> MCPServer:

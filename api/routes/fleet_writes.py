@@ -1,8 +1,9 @@
 """Writes a master or an operator needed raw Kafka for (issue 21): the conversation registry, a project's threshold
 policy, and a manual compaction request (seed 000 `compact_now`).
 
-Roles: registering a conversation and setting a policy are operator-only (they change what every user sees); a
-compaction request takes user and operator tokens within the thread's project. Each write is accepted once Kafka has
+Roles: registering a conversation, setting a policy and moving a thread to another worker are operator-only (they
+change what every user sees, or whose reports count); a compaction request takes user and operator tokens within the
+thread's project. Each write is accepted once Kafka has
 it, keyed as the topic declares, and the folds that own the state apply it.
 """
 
@@ -12,19 +13,27 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
+from pydantic import Field
 
 from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Operator, Reader, path_id, visible_thread
 from api.responses import errors, record_response
 from core.topics import CONVERSATIONS, POLICIES, SESSION_EVENTS
-from schemas import CompactRequested, Conversation, ThresholdPolicy
-from schemas.base import Record
+from schemas import CompactRequested, Conversation, ThreadWorkerMoved, ThresholdPolicy
+from schemas.base import Id, Record, ShortText
 
 router = APIRouter(tags=["fleet"])
 
 MAX_BODY_BYTES = 16_384
+
+
+class WorkerMove(Record):
+    """Body of `PUT /api/v1/threads/{thread_id}/worker`."""
+
+    worker_id: Id = Field(description="The worker the thread belongs to from now on.")
+    reason: Annotated[ShortText, Field(min_length=1)] = Field(description="Why; kept with the move.")
 
 
 class WriteAccepted(Record):
@@ -104,5 +113,39 @@ async def request_compaction(
         occurred_at=now,
         project_id=thread.project_id,
         requested_by=caller.subject,
+    )
+    return await _publish(context, SESSION_EVENTS, thread_id, event)
+
+
+@router.put(
+    "/api/v1/threads/{thread_id}/worker",
+    status_code=202,
+    response_model=WriteAccepted,
+    responses=errors(401, 403, 404, 409, 413, 422, 503),
+    openapi_extra=json_body_openapi(WorkerMove),
+)
+async def move_thread(
+    thread_id: Annotated[str, path_id("The thread to move.")], request: Request, context: Context, caller: Operator
+) -> Response:
+    """Roles: operator. Hand the thread to another worker (its first reporter is gone, or the work moved machines): a
+    recorded `thread_worker_moved` session event naming from, to, who and why. Until the engine applies it, the old
+    worker's reports still count and the new one's are refused (403 here, `worker_mismatch` in the engine)."""
+    move = decode_body(WorkerMove, await read_body(request, MAX_BODY_BYTES, context.api.body_timeout_seconds))
+    thread = await visible_thread(context, caller, thread_id)
+    current = thread.known.worker_id if thread.known is not None else thread.row["worker_id"] if thread.row else None
+    if current is None:
+        raise HTTPException(409, "the thread's worker is not known yet")
+    if current == move.worker_id:
+        raise HTTPException(409, f"the thread already belongs to worker {current}")
+    now = datetime.now(UTC)
+    event = ThreadWorkerMoved(
+        thread_id=thread_id,
+        event_id="worker-move-" + _digest(thread_id, current, move.worker_id, now.isoformat()),
+        occurred_at=now,
+        project_id=thread.project_id,
+        from_worker_id=current,
+        to_worker_id=move.worker_id,
+        moved_by=caller.subject,
+        reason=move.reason,
     )
     return await _publish(context, SESSION_EVENTS, thread_id, event)

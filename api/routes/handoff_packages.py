@@ -4,9 +4,10 @@ Roles: user and operator (within the token's projects; an operator sees all): th
 worker may read one package and consume it when it reports the thread the package came from (its SessionStart hook
 and `ctxbudget handoff resume` start the next thread from it). A worker writes its packages through
 `POST /api/v1/threads/{thread_id}/handoff-packages`. Another project's package, or for a worker another worker's,
-answers 404, like an unknown one. Consuming publishes the package's next version (consumed, with `to_thread_id` and
-`consumed_at`) on `handoff-packages` [from_thread_id]; the engine's lifecycle admits it only forward and keeps the
-first consume (api.thread_book holds this API's consumes until the engine's state shows them, so the answer agrees)."""
+answers 404, like an unknown one; a worker's consume into another worker's thread is 403. Consuming publishes the
+package's next version (consumed, with `to_thread_id` and `consumed_at`) on `handoff-packages` [from_thread_id]; the
+engine's lifecycle admits it only forward and keeps the first consume (api.thread_book holds this API's consumes until
+the engine's state shows them, so the answer agrees)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from api import packages, relay_reads
 from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reader, ThreadReader, not_found, path_id, reports_thread
 from api.responses import errors, record_response
-from api.tokens import Principal
+from api.tokens import Principal, Role
 from api.views import ConsumeRequest
 from core.topics import HANDOFF_PACKAGES
 from schemas import HandoffPackage
@@ -88,6 +89,9 @@ async def consume_handoff_package(
             ]
         )
     book = context.kafka.threads
+    target = book.known(body.to_thread_id)
+    if caller.role is Role.WORKER and target is not None and target.worker_id != caller.subject:
+        raise HTTPException(403, f"thread {body.to_thread_id} belongs to another worker: no package is relayed there")
     try:  # from the newest version to the reservation, no await: two consumes in this API cannot both pass
         made = packages.consume(book.newest(stored), body.to_thread_id, datetime.now(UTC))
     except packages.ConsumeRefused as refused:

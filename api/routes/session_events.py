@@ -18,11 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from api.bodies import field_errors, read_body
-from api.deps import Context, Reporter, path_id, refuse_takeover
+from api.deps import Context, Reporter, path_id, refuse_takeover, refuse_worker_takeover
 from api.responses import errors
 from api.tokens import Principal
 from reporter.kafka_delivery import event_record
-from schemas import SESSION_EVENT_ADAPTER, SessionEvent
+from schemas import SESSION_EVENT_ADAPTER, SessionEvent, ThreadWorkerMoved
 from schemas.admission import captured_at_refusal
 
 router = APIRouter(tags=["workers"])
@@ -57,13 +57,17 @@ def _events(body: bytes) -> tuple[list[SessionEvent], bool]:
 
 
 def _admitted(event: SessionEvent, loc: tuple[Any, ...], worker_id: str, caller: Principal, context: Context) -> None:
+    if isinstance(event, ThreadWorkerMoved):
+        raise HTTPException(403, "a thread is moved by an operator: PUT /api/v1/threads/{thread_id}/worker")
     if event.project_id is None:
         raise _invalid(loc, "project_id", "required here: the API admits events only for a project the token sees")
     if event.worker_id not in (None, worker_id):
         raise _invalid(loc, "worker_id", "does not match the worker_id in the path")
     if not caller.sees(event.project_id):
         raise HTTPException(403, "this token may not report for this project")
-    refuse_takeover(context.kafka.threads.known(event.thread_id), event.project_id)
+    known = context.kafka.threads.known(event.thread_id)
+    refuse_takeover(known, event.project_id)
+    refuse_worker_takeover(known, worker_id)
     refusal = captured_at_refusal(event.occurred_at, datetime.now(UTC), "occurred_at")
     if refusal is not None:
         raise _invalid(loc, "occurred_at", refusal)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
-from api.deps import Context, Reporter, path_id, refuse_takeover
+from api.deps import Context, Reporter, path_id, refuse_takeover, refuse_worker_takeover
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
 from api.responses import errors, record_response
 from reporter.kafka_delivery import snapshot_record
@@ -50,7 +50,9 @@ async def report_thread_context(
     if not caller.sees(report.project_id):
         raise HTTPException(403, "this token may not report for this project")
     threads = context.kafka.threads
-    refuse_takeover(threads.known(report.thread_id), report.project_id)
+    known = threads.known(report.thread_id)
+    refuse_takeover(known, report.project_id)
+    refuse_worker_takeover(known, worker_id)
     refusal = captured_at_refusal(report.captured_at, datetime.now(UTC))
     if refusal is not None:
         raise RequestValidationError([{"loc": ["body", "captured_at"], "msg": refusal, "type": "value_error"}])

@@ -34,6 +34,7 @@ from schemas import (
     MasterActionCommand,
     SnapshotVerdict,
     ThreadContextSnapshot,
+    ThreadWorkerMoved,
     ThresholdPolicy,
     WorkFactChanged,
 )
@@ -50,6 +51,7 @@ from streams.engine.fold import (
     apply_handoff,
     apply_snapshot,
     apply_work_fact,
+    apply_worker_move,
     refusal,
     tick,
 )
@@ -62,6 +64,8 @@ HANDOFF_CODEC = Codec(HandoffPackage)
 ALERT_COMMAND_CODEC = Codec(AlertCommand)
 ACTION_COMMAND_CODEC = Codec(MasterActionCommand)
 SLOT_CODEC = Codec(ThreadSlot)
+ENGINE_EVENTS = (WorkFactChanged, CompactionStarted, CompactRequested, ThreadWorkerMoved)
+"""The session events the engine folds (the others feed the projection)."""
 
 
 def _decode(message: InputMessage) -> tuple[str, object] | None:
@@ -75,8 +79,7 @@ def _decode(message: InputMessage) -> tuple[str, object] | None:
         except DecodeError:
             return None  # the projection fold reads the same topic and dead-letters it, once
         # Usage samples, surface events and manifests feed the projection fold, not the engine.
-        engine_events = WorkFactChanged | CompactionStarted | CompactRequested
-        return (event.thread_id, event) if isinstance(event, engine_events) else None
+        return (event.thread_id, event) if isinstance(event, ENGINE_EVENTS) else None
     if message.topic == HANDOFF_PACKAGES:
         package = HANDOFF_CODEC.decode(message.value)
         return package.from_thread_id, package
@@ -101,6 +104,8 @@ def _fold(
             return apply_compaction_started(slot, record, now, config)
         case CompactRequested():
             return apply_compact_request(slot, record, now)
+        case ThreadWorkerMoved():
+            return apply_worker_move(slot, record, now)
         case HandoffPackage():
             return apply_handoff(slot, record, now, config)
         case AlertCommand():

@@ -41,6 +41,7 @@ from schemas import (
     ThreadHandoffReady,
     ThreadHandoffRequired,
     ThreadMasterActionIssued,
+    ThreadWorkerMoved,
     ThresholdPolicy,
     WorkFactChanged,
     WrapUpChecklist,
@@ -59,6 +60,9 @@ class ThreadSlot(Record):
     state: ThreadState | None = None
     early_work_facts: list[WorkFactState] = Field(default_factory=list)
     early_handoff: HandoffPackage | None = None
+    early_compact_request: CompactRequested | None = None
+    """A manual compaction requested before the thread's first snapshot (the API publishes a request and the report
+    it follows on different topics): issued once that snapshot gives the thread a state."""
     routes: ThreadRoutes | None = None
     """Where the thread's state goes (its project, the conversations that show it): kept by the routing fused into
     the engine (`streams.engine.routing`); the engine's own folds neither read nor keep it."""
@@ -81,8 +85,10 @@ def refusal(slot: ThreadSlot | None, record: object, now: datetime) -> tuple[str
     """(reason, detail) when the record is refused before folding (it is dead-lettered), else None.
 
     A thread belongs to the project it was first reported under: a snapshot, package or session event naming another
-    project would move it (and its ring) into that project. A snapshot's captured_at must be near `now` and its
-    version not ahead of it (schemas.admission), else it would vanish from history or freeze the thread.
+    project would move it (and its ring) into that project. Within it, a thread belongs to the worker that first
+    reported it (or the one an operator moved it to, `ThreadWorkerMoved`): a snapshot or session event naming another
+    worker would take it over (its reports, its packages, its actions). A snapshot's captured_at must be near `now` and
+    its version not ahead of it (schemas.admission), else it would vanish from history or freeze the thread.
     """
     owner = (
         slot.state.project_id
@@ -92,6 +98,15 @@ def refusal(slot: ThreadSlot | None, record: object, now: datetime) -> tuple[str
     named = getattr(record, "project_id", None)
     if owner is not None and named is not None and named != owner:
         return "project_mismatch", f"the thread belongs to project {owner!r}, the record names {named!r}"
+    worker = slot.state.worker_id if slot and slot.state else None
+    if isinstance(record, ThreadWorkerMoved):
+        if worker is None:
+            return "thread_unknown", "a move of a thread the engine has no state for"
+        if record.from_worker_id != worker:
+            return "worker_mismatch", f"moved from {record.from_worker_id!r}, but the thread is {worker!r}'s now"
+    elif worker is not None and (named_worker := getattr(record, "worker_id", None)) not in (None, worker):
+        detail = f"the thread belongs to worker {worker!r}, the record names {named_worker!r}; an operator moves it"
+        return "worker_mismatch", detail
     if isinstance(record, ThreadContextSnapshot):
         problem = captured_at_refusal(record.captured_at, now) or version_refusal(
             record.snapshot_version, record.captured_at
@@ -177,6 +192,9 @@ def apply_snapshot(
     # the checklist reads the facts, the package and the last compaction, and of those a snapshot moves only the last
     same_inputs = previous is not None and state.last_compaction_at == previous.last_compaction_at
     state, derived = _derive(state, cause, now, config, state.wrap_up_checklist if same_inputs else None)
+    if previous is None and slot.early_compact_request is not None:
+        state, issued = _compact_now(state, slot.early_compact_request, now)
+        derived += issued
     return Step(ThreadSlot(state=state), emits + derived, verdict)
 
 
@@ -246,10 +264,18 @@ def apply_action_command(
 
 def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now: datetime) -> Step:
     """A manual compaction was requested (seed 000 `compact_now`): an action issued to the thread's worker, open
-    until the thread's compaction is observed. A thread the engine has no state for yet has no one to issue it to."""
-    if slot is None or slot.state is None:
-        return UNCHANGED
-    state = slot.state
+    until the thread's compaction is observed. For a thread with no state yet, the request waits in the slot for the
+    thread's first snapshot (the newest one: as with a state, a newer request supersedes an open one)."""
+    slot = slot or ThreadSlot()
+    if slot.state is None:
+        if slot.early_compact_request == event:
+            return UNCHANGED
+        return Step(replaced(slot, {"early_compact_request": event}))
+    state, emits = _compact_now(slot.state, event, now)
+    return Step(ThreadSlot(state=state), emits) if emits else UNCHANGED
+
+
+def _compact_now(state: ThreadState, event: CompactRequested, now: datetime) -> tuple[ThreadState, list[Emit]]:
     items, changes = action_lifecycle.request_manual(
         state.master_actions,
         MasterAction.COMPACT_NOW,
@@ -260,9 +286,20 @@ def apply_compact_request(slot: ThreadSlot | None, event: CompactRequested, now:
         now=now,
     )
     if not changes:
-        return UNCHANGED
+        return state, []
     state = replaced(state, {"master_actions": items, "updated_at": now})
-    return Step(ThreadSlot(state=state), _action_emits(state, changes))
+    return state, _action_emits(state, changes)
+
+
+def apply_worker_move(slot: ThreadSlot | None, event: ThreadWorkerMoved, now: datetime) -> Step:
+    """An operator moved the thread (`refusal` admitted it: the thread is still `from_worker_id`'s): the new worker's
+    reports count from now on, judged afresh (its versions need not follow the old worker's), and the move is in the
+    thread's history as an update."""
+    if slot is None or slot.state is None:
+        return UNCHANGED
+    state = replaced(slot.state, {"worker_id": event.to_worker_id, "sources": [], "updated_at": now})
+    moved = _context_event(state, ContextEventType.UPDATED, event.event_id, "worker_moved")
+    return Step(ThreadSlot(state=state), [moved])
 
 
 def _requested(state: ThreadState, command: MasterActionCommand, now: datetime, config: EngineConfig) -> Step:

@@ -27,6 +27,7 @@ from schemas import (
     CompactionStarted,
     SourceKind,
     ThreadContextSnapshot,
+    ThreadWorkerMoved,
     ThresholdPolicy,
     WorkFactChanged,
 )
@@ -36,7 +37,7 @@ from schemas.projection import BudgetReading, ProjectionState, ThreadProjection
 from schemas.session_events import SessionEvent
 from schemas.state import ThreadState
 from streams.batching import BatchResult, Change, Emit, InputMessage, fold_records
-from streams.engine.batch import EVENT_CODEC
+from streams.engine.batch import ENGINE_EVENTS, EVENT_CODEC
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
 from streams.projection.fold import fold
@@ -77,8 +78,12 @@ def apply(
 ) -> Change[ProjectionState]:
     if isinstance(record, ThreadState):
         return Change(_learn(state, record))
-    if isinstance(record, WorkFactChanged):
-        return Change(None)  # the engine's input, not the projection's
+    if isinstance(record, WorkFactChanged | ThreadWorkerMoved):
+        return Change(None)  # the engine's inputs, not the projection's (it learns a move from the thread's state)
+    if state is not None and state.worker_id is not None and record.worker_id not in (None, state.worker_id):
+        # Another worker's event would take the thread's budget over; the engine dead-letters those it also reads.
+        detail = f"the thread belongs to worker {state.worker_id!r}, the event names {record.worker_id!r}"
+        return Change(None, dead_letter=None if isinstance(record, ENGINE_EVENTS) else ("worker_mismatch", detail))
     project = record.project_id or (state.project_id if state else None)
     policy = policy_for(project or DEFAULT_POLICY_PROJECT_ID, projection.lookup_policy)
     step = fold(state, record, projection.estimator, projection.profiles, projection.config, policy)
@@ -167,7 +172,7 @@ def _learn(state: ProjectionState | None, thread: ThreadState) -> ProjectionStat
     known: dict[str, object] = {
         "project_id": (state and state.project_id) or thread.project_id,
         "node_id": (state and state.node_id) or thread.node_id,
-        "worker_id": (state and state.worker_id) or thread.worker_id,
+        "worker_id": thread.worker_id,  # the engine's: the first reporter, or the worker an operator moved it to
     }
     if state is None:
         return ProjectionState(
@@ -195,9 +200,9 @@ def _preparation(thread: ThreadState) -> dict[str, object]:
 
 
 def _identified(state: ProjectionState, event: SessionEvent) -> ProjectionState:
-    update: dict[str, object] = {
-        name: getattr(event, name) for name in ("node_id", "worker_id") if getattr(event, name) is not None
-    }
+    update: dict[str, object] = {"node_id": event.node_id} if event.node_id is not None else {}
+    if state.worker_id is None and event.worker_id is not None:
+        update["worker_id"] = event.worker_id  # the first reporter's; only a move (the engine's state) changes it
     if isinstance(event, CompactionStarted):
         counted = state.cycle_started_at is not None and event.occurred_at <= state.cycle_started_at
         update["handoff_ready_at_compaction"] = state.previous_handoff_ready if counted else state.handoff_ready

@@ -81,6 +81,13 @@ SNAPSHOT_CASES: list[tuple[str, bytes, str, str]] = [
     ("empty_thread_id", snapshot_with(thread_id=""), "validation_error", "thread_id"),
     ("id_with_whitespace", snapshot_with(project_id="proj 001"), "validation_error", "project_id"),
     ("id_too_long", snapshot_with(thread_id="t" * (MAX_ID_LENGTH + 1)), "validation_error", "at most 128"),
+    # An id no route can reach (`/`) or that prints as another (controls, bidirectional overrides).
+    ("id_with_slash", snapshot_with(thread_id="a/b"), "validation_error", "thread_id"),
+    ("id_with_nul", snapshot_with(thread_id="a\x00b"), "validation_error", "thread_id"),
+    ("id_with_unit_separator", snapshot_with(worker_id="w\x1f"), "validation_error", "worker_id"),
+    ("id_with_del", snapshot_with(node_id="n\x7f"), "validation_error", "node_id"),
+    ("id_with_rtl_override", snapshot_with(thread_id="thread-\u202eabc"), "validation_error", "thread_id"),
+    ("id_with_isolate", snapshot_with(project_id="p\u2066"), "validation_error", "project_id"),
     ("null_required_field", snapshot_with(captured_at=None), "validation_error", "captured_at"),
     (
         "bool_as_string",

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from api.server import running
+from api.server import connection_cap, raised_fd_limit, running
 from api.settings import ApiSettings
 from api.tokens import Role
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
@@ -88,3 +88,22 @@ async def test_a_slow_body_is_answered_408_and_an_aborted_one_logs_one_line(tmp_
     aborted = [r for r in caplog.records if "aborted" in r.getMessage()]
     assert len(aborted) == 1
     assert [r for r in caplog.records if r.exc_info] == []
+
+
+async def test_a_thousand_idle_connections_leave_the_api_answering(tmp_path) -> None:
+    """Issue 38, 6: a fixed cap of 1,000 connections let ~1,000 idle sockets (no token needed) make every caller's
+    answer a 503. The cap now follows the descriptor limit, raised to the hard one."""
+    assert connection_cap(raised_fd_limit()) > IDLE_SOCKETS
+    app = make_app(tmp_path, RecordingPublisher())
+    async with running(app, "127.0.0.1", 0) as url:
+        host, port = url.removeprefix("http://").split(":")
+        idle = [(await asyncio.open_connection(host, int(port)))[1] for _ in range(IDLE_SOCKETS)]
+        try:
+            async with httpx.AsyncClient(base_url=url) as client:
+                assert (await client.get("/healthz")).status_code == 200
+        finally:
+            for writer in idle:
+                writer.close()
+
+
+IDLE_SOCKETS = 1_100

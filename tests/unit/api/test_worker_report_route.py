@@ -190,3 +190,11 @@ def test_the_answer_lists_only_the_open_actions_the_engine_published_with_their_
         item.action_id for item in state.master_actions if item.open
     ]
     assert len(body["open_master_actions"]) == 3
+
+
+@pytest.mark.parametrize("thread_id", ["a/b", "a\x00b", "a\u202eb", "a\x1fb"])
+def test_a_thread_id_no_route_could_reach_or_show_is_422_and_not_published(client, publisher, thread_id) -> None:
+    answer = post(client, dumps({**SPEC_REPORT_REQUEST, "thread_id": thread_id}))
+    assert answer.status_code == 422
+    assert "thread_id" in answer.text
+    assert publisher.sent == []

@@ -164,6 +164,18 @@ def test_compact_now_is_done_when_the_threads_compaction_is_observed_and_the_lev
     assert "compact_now" not in states(thread)
 
 
+def test_a_request_before_the_threads_first_snapshot_is_kept_and_issued_with_that_snapshot() -> None:
+    thread = Thread()
+    assert _compact_request(thread, 1) == []
+    assert thread.slot is not None  # kept, not dropped: the request and the first report travel on different topics
+    assert _compact_request(thread, 1) == []  # a repeat
+    [issued] = [r for r in records(thread.snap(90, 2)) if r.actions == [A.COMPACT_NOW]]
+    assert (issued.action_id, issued.state.value) == ("thread-a:compact_now:req-1", "issued")
+    assert states(thread)["compact_now"] == "issued"
+    assert thread.slot.early_compact_request is None
+    assert [r for r in records(thread.snap(85, 3)) if r.actions == [A.COMPACT_NOW]] == []  # issued once
+
+
 def test_a_newer_request_supersedes_the_open_one_and_a_repeat_changes_nothing() -> None:
     thread = Thread()
     thread.snap(90, 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from core.engine_config import EngineConfig
-from schemas import DEFAULT_POLICY, WorkFact
+from schemas import DEFAULT_POLICY, ThreadWorkerMoved, WorkFact
 from schemas.codec import encode_record
 from streams.batching import InputMessage
 from streams.engine.batch import process_batch
@@ -72,3 +72,45 @@ def test_the_dead_letter_says_why() -> None:
     result = run(message("snapshots", snapshot(99, project="proj-a", version=2)), slot=owned_slot())
     [letter] = [e.record for e in result.emits if e.topic == "deadletter"]
     assert "proj-b" in letter.detail
+
+
+def moved(to: str, from_: str = "worker-mac-01", event_id: str = "move-1") -> ThreadWorkerMoved:
+    return ThreadWorkerMoved(
+        thread_id="thread-a",
+        event_id=event_id,
+        occurred_at=NOW,
+        project_id="proj-b",
+        from_worker_id=from_,
+        to_worker_id=to,
+        moved_by="ops",
+        reason="worker-mac-01 retired",
+    )
+
+
+def test_a_snapshot_or_event_naming_another_worker_of_the_project_is_dead_lettered() -> None:
+    takeover = snapshot(99, project="proj-b", version=2, seconds=10).model_copy(update={"worker_id": "worker-b"})
+    event = work_fact(WorkFact.UNCOMMITTED_PATCH).model_copy(update={"project_id": "proj-b", "worker_id": "worker-b"})
+    result = run(message("snapshots", takeover), message("session-events", event), slot=owned_slot())
+    assert letters(result) == [("worker_mismatch", "ctx.snapshots"), ("worker_mismatch", "ctx.session-events")]
+    assert result.states == {}
+
+
+def test_an_operators_move_hands_the_thread_to_the_new_worker_whose_reports_then_count() -> None:
+    newcomer = snapshot(60, project="proj-b", version=1, seconds=20).model_copy(update={"worker_id": "worker-b"})
+    result = run(message("session-events", moved("worker-b")), message("snapshots", newcomer), slot=owned_slot())
+    assert letters(result) == []
+    state = result.states["thread-a"].state
+    assert (state.worker_id, state.context_budget_remaining_pct) == ("worker-b", 60)  # version 1 counts afresh
+    [move] = [e.record for e in result.emits if e.topic == "context-events" and e.record.reason == "worker_moved"]
+    assert move.event_id.startswith("thread-a:move-1")
+    old = snapshot(10, project="proj-b", version=9, seconds=30)  # the old worker's, after the move
+    assert letters(run(message("snapshots", old), slot=result.states["thread-a"])) == [
+        ("worker_mismatch", "ctx.snapshots")
+    ]
+
+
+def test_a_stale_move_or_one_of_an_unknown_thread_is_dead_lettered() -> None:
+    assert letters(run(message("session-events", moved("worker-c", from_="worker-x")), slot=owned_slot())) == [
+        ("worker_mismatch", "ctx.session-events")
+    ]
+    assert letters(run(message("session-events", moved("worker-c")))) == [("thread_unknown", "ctx.session-events")]

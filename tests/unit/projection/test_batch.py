@@ -35,7 +35,7 @@ def _run(records, states: dict[str, ProjectionState] | None = None):
 
 
 def _identified(event):
-    return event.model_copy(update={"project_id": "proj-1", "node_id": "node-1", "worker_id": "worker-1"})
+    return event.model_copy(update={"project_id": "proj-1", "node_id": "node-1", "worker_id": "worker-mac-01"})
 
 
 def test_a_reading_becomes_an_estimator_snapshot_with_the_events_identity() -> None:
@@ -46,7 +46,7 @@ def test_a_reading_becomes_an_estimator_snapshot_with_the_events_identity() -> N
     assert (snap.source_kind, snap.node_id, snap.worker_id, snap.project_id) == (
         SourceKind.WORKER_ESTIMATOR,
         "node-1",
-        "worker-1",
+        "worker-mac-01",
         "proj-1",
     )
     assert (snap.snapshot_version, snap.snapshot_id) == (1, f"{THREAD}:proj:1")
@@ -150,3 +150,32 @@ def test_an_event_without_identity_is_dead_lettered_and_the_next_one_after_the_t
     [emit] = [e for e in later.emits if e.topic == "snapshots"]
     assert (emit.record.node_id, emit.record.snapshot_version) == (engine_state.node_id, 1)
     assert not [e for e in later.emits if e.topic == "deadletter"]
+
+
+def test_another_workers_events_do_not_take_the_threads_budget_over_and_estimates_keep_the_owner() -> None:
+    states: dict[str, ProjectionState] = {}
+    _run([_identified(usage(100_000, model="gpt-5-codex", window=272_000))], states)
+    intruder = {"worker_id": "worker-b"}
+    result = _run([_identified(message(200_000, 5)).model_copy(update=intruder)], states)
+    assert [(e.record.reason, e.topic) for e in result.emits] == [("worker_mismatch", "deadletter")]
+    assert states[THREAD].worker_id == "worker-mac-01"
+    later = _run([_identified(usage(120_000, 10, model="gpt-5-codex", window=272_000))], states)
+    [emit] = [e for e in later.emits if e.topic == "snapshots"]
+    assert emit.record.worker_id == "worker-mac-01"  # the engine would refuse an estimate named after worker-b
+
+
+def test_the_projection_follows_the_engines_worker_after_a_move() -> None:
+    states: dict[str, ProjectionState] = {}
+    _run([_identified(usage(100_000, model="gpt-5-codex", window=272_000))], states)
+    engine_state = apply_snapshot(None, snapshot(pct=50.0), DEFAULT_POLICY, T0, EngineConfig()).slot.state
+    _run([engine_state.model_copy(update={"worker_id": "worker-b"})], states)
+    later = _run(
+        [
+            _identified(usage(120_000, 10, model="gpt-5-codex", window=272_000)).model_copy(
+                update={"worker_id": "worker-b"}
+            )
+        ],
+        states,
+    )
+    [emit] = [e for e in later.emits if e.topic == "snapshots"]
+    assert emit.record.worker_id == "worker-b"

@@ -14,7 +14,7 @@ from tests.unit.projection.test_batch import PROJECTION
 
 
 def _identified(event):
-    return event.model_copy(update={"project_id": "proj-1", "node_id": "node-1", "worker_id": "worker-1"})
+    return event.model_copy(update={"project_id": "proj-1", "node_id": "node-1", "worker_id": "worker-mac-01"})
 
 
 def test_the_same_batch_applied_twice_publishes_identical_records() -> None:

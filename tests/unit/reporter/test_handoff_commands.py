@@ -9,6 +9,7 @@ from typer.testing import CliRunner, Result
 
 from ctxbudget.cli import app
 from reporter.resume import resume_prompt
+from reporter.worker_state import PATCHES, state_dir
 from schemas import PackageStatus
 from tests.unit.reporter.budget_fake import FakeBudgetApi, sample_package
 
@@ -30,7 +31,7 @@ def test_resume_by_package_prints_the_prompt_and_consumes_it(api: FakeBudgetApi)
     assert result.exit_code == 0, result.output
     consumed = api.packages[package.handoff_package_id]
     assert (consumed.package_status, consumed.to_thread_id) == (PackageStatus.CONSUMED, "thread-new")
-    assert result.stdout == resume_prompt(consumed)
+    assert result.stdout == resume_prompt(consumed, state_dir() / PATCHES)
     assert "consumed by thread-new" in result.stderr
     again = _resume(api, "--package", package.handoff_package_id, "--to-thread", "thread-new")
     assert (again.exit_code, again.stdout) == (0, result.stdout)  # the same answer, not consumed twice
