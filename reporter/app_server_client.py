@@ -71,6 +71,8 @@ class AppServerClient:
         self.on_line = on_line
         self.sandbox = sandbox
         self.on_compact: Callable[[str], None] | None = None
+        self.on_compacted: Callable[[str], None] | None = None
+        """Told the thread id once a compaction of it completed (the `contextCompaction` item)."""
         self.active_turns: dict[str, str] = {}
         """Per thread, the turn that is running."""
         self._messages: dict[str, deque[str]] = {}
@@ -150,6 +152,18 @@ class AppServerClient:
         params = {"threadId": thread_id, "input": text_input(text), "expectedTurnId": expected_turn_id}
         result = await self.request("turn/steer", params)
         return self._track(thread_id, str(result["turnId"]))
+
+    async def tell(self, thread_id: str, text: str) -> bool:
+        """Steer `text` into the thread's running turn; False when no turn runs (or it ended meanwhile)."""
+        running = self.active_turns.get(thread_id)
+        if running is None:
+            return False
+        try:
+            await self.turn_steer(thread_id, text, running)
+        except AppServerError as error:
+            log.info("app-server: telling thread %r failed (%s)", thread_id, error)
+            return False
+        return True
 
     async def compact(self, thread_id: str) -> None:
         """Compact the thread now (`thread/compact/start`); `on_compact` hears of it first, so the compaction that
@@ -273,6 +287,8 @@ class AppServerClient:
             self._tell(turn_id)
         elif method == "item/completed":
             item = params.get("item") or {}
+            if isinstance(item, dict) and item.get("type") == "contextCompaction" and self.on_compacted is not None:
+                self.on_compacted(thread_id)
             if isinstance(item, dict) and item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
                 self._messages.setdefault(thread_id, deque(maxlen=MESSAGES_KEPT)).append(item["text"])
                 if isinstance(turn_id := params.get("turnId"), str):

@@ -390,7 +390,12 @@ async def _run(
                     try:
                         if asking.client is not None:
                             thread = await run_as_app_server_client(
-                                reporter, asking.client, parser, relay_options.cwd, asking.first_input
+                                reporter,
+                                asking.client,
+                                parser,
+                                relay_options.cwd,
+                                asking.first_input,
+                                relay.resume_text if relay else None,
                             )
                             typer.echo(f"app-server thread {thread} ended", err=True)
                         else:

@@ -36,6 +36,7 @@ from reporter.git_facts import Checklist
 from reporter.handoff_assembly import assemble, gather, promote
 from reporter.readings import Identity
 from reporter.relay_outbox import Owed, RelayDeliverer, RelayOutbox
+from reporter.resume import resume_prompt
 from schemas import (
     HandoffPackage,
     MasterAction,
@@ -237,6 +238,12 @@ class Relay:
 
     def _written(self, thread_id: str, cycle: ThreadCycle | None, issued: datetime) -> AgentHandoff | None:
         return self.inbox.part(thread_id, cycle, issued) if self.inbox is not None else None
+
+    def resume_text(self, thread_id: str) -> str | None:
+        """The resume prompt of the latest ready package this relay made for the thread (what the thread goes on from
+        after its compaction); None when it made none."""
+        made = [p for p in self.prepared if p.ready_at is not None and p.package.from_thread_id == thread_id]
+        return resume_prompt(made[-1].package, self.patch_dir) if made else None
 
     async def _ask(
         self, thread_id: str, action: MasterAction, cycle: ThreadCycle | None, issued: datetime

@@ -127,12 +127,27 @@ async def run_as_app_server_client(
     parser: CodexAppServerParser,
     cwd: Path | None,
     first_input: str | None,
+    resume_text: Callable[[str], str | None] | None = None,
 ) -> str:
     """Start the app-server, start a thread (with `first_input` as its first turn), report until the server ends;
-    returns the thread id."""
+    returns the thread id. After a compaction of a thread, its resume prompt (`resume_text`, from the package made
+    for it) is steered into the running turn once, as the SessionStart hook gives it to a Claude Code or Codex CLI
+    session: Codex's own summary of the compaction does not carry the package."""
     queue: asyncio.Queue[str | None] = asyncio.Queue()
     client.on_line = queue.put_nowait
     client.on_compact = parser.expect_manual
+    resumed: set[str] = set()
+    telling: set[asyncio.Task[bool]] = set()
+
+    def compacted(thread: str) -> None:
+        text = resume_text(thread) if resume_text else None
+        if text is None or text in resumed:
+            return
+        resumed.add(text)
+        telling.add(task := asyncio.ensure_future(client.tell(thread, text)))
+        task.add_done_callback(telling.discard)
+
+    client.on_compacted = compacted
     await client.start()
     thread_id = await client.thread_start(str(cwd) if cwd else None, first_input)
 

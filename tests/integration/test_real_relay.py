@@ -30,6 +30,7 @@ SETTLE_SECONDS = 90
 """How long the sinks may take to write what the last compaction caused."""
 
 
+@pytest.mark.timeout(600)
 async def test_every_compaction_carries_the_agents_own_handoff(settings: Settings, tmp_path: Path) -> None:
     binaries = tools()
     data_dir = tmp_path / "pipeline"

@@ -177,7 +177,7 @@ def pending_ask(conversation: Conversation, handoff: dict[str, Any]) -> bool:
     for kind, text in conversation.events:
         if kind == "text" and ASK.search(text):
             pending = True
-        elif kind == "text" and answer in text:
+        elif kind == "text" and (answer in text or OBEYED_MARK in text):
             pending = False
     return pending
 
@@ -209,9 +209,14 @@ def _step_command(conversation: Conversation, script: Script) -> str | None:
     return script.commands[conversation.assistant_turns % len(script.commands)].format(step=step)
 
 
-def summary_text(conversation: Conversation) -> str:
-    """The compaction's summary. It quotes nothing of the conversation, so no prompt or instruction lives on in it."""
-    obeyed = any((kind == "call" and HANDOFF_CALL in text) or OBEYED_MARK in text for kind, text in conversation.events)
+def summary_text(conversation: Conversation, handoff: dict[str, Any]) -> str:
+    """The compaction's summary. It quotes nothing of the conversation, so no prompt or instruction lives on in it;
+    it says whether the handoff was written (run as instructed, or answered when asked)."""
+    answer = json.dumps(handoff)
+    obeyed = any(
+        (kind == "call" and HANDOFF_CALL in text) or OBEYED_MARK in text or answer in text
+        for kind, text in conversation.events
+    )
     text = f"{SUMMARY_PREFIX} {conversation.assistant_turns} assistant turns so far; next: continue the script."
     text += f" [steps of this turn: {conversation.calls_since_user_text}]"
     text += f" {OBEYED_MARK}" if obeyed else ""
@@ -262,10 +267,16 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
                 block.get("type") == "text" and not _is_reminder(block.get("text", "")) for block in content or []
             )
             prompt = typed_text and not any(block.get("type") == "tool_result" for block in _blocks(content))
-            if prompt and not any(CLAUDE_COMPACTION.search(text) for kind, text in blocks if kind == "text"):
+            if prompt and all(_starts_turn(text) for kind, text in blocks if kind == "text"):
                 last_user_text = " ".join(text for kind, text in blocks if kind == "text")
                 calls_since = turn_start(last_user_text)
     return Conversation(tuple(events), assistant_turns, last_user_text, calls_since)
+
+
+def _starts_turn(text: str) -> bool:
+    """A user text that starts a turn: not a compaction prompt, nor what the reporter steers into the running turn
+    (its question, a resume prompt after the compaction)."""
+    return not (CLAUDE_COMPACTION.search(text) or CODEX_COMPACTION.search(text) or ASK.search(text) or RESUMED in text)
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -363,7 +374,7 @@ def openai_conversation(body: dict[str, Any]) -> Conversation:
             events.append(("text", text))
             if item.get("role") == "assistant":
                 assistant_turns += 1
-            elif item.get("role") == "user" and not _is_codex_context(text) and not CODEX_COMPACTION.search(text):
+            elif item.get("role") == "user" and _starts_turn(text) and not _is_codex_context(text):
                 last_user_text = text
                 calls_since = turn_start(text)
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
@@ -631,7 +642,7 @@ class ModelServer:
 def _texts(kind: Kind, conversation: Conversation, script: Script) -> list[str]:
     """The text blocks of an answer: a summary, the handoff JSON, the turn's closing words, or none (a tool call)."""
     if kind is Kind.COMPACTION:
-        return [summary_text(conversation)]
+        return [summary_text(conversation, script.handoff)]
     if kind is Kind.ANSWER:
         return [json.dumps(script.handoff)]
     return ["Done."] if kind in (Kind.END_TURN, Kind.SIDE) else []

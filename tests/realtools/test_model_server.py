@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from reporter.agent_handoff import ask_text
 from reporter.hook_actions import handoff_command, instruction
 from tests.realtools.model_server import (
     Conversation,
@@ -50,7 +51,7 @@ def test_the_turn_ends_after_its_steps_and_a_summary_carries_them_over() -> None
     assert next_move(conversation, SCRIPT, compaction=False)[0] is Kind.END_TURN
     assert next_move(anthropic_conversation({"messages": messages[:3]}), SCRIPT, compaction=False)[0] is Kind.STEP
     # a compaction mid-turn drops the calls; the summary says how many the turn had
-    summary = summary_text(conversation)
+    summary = summary_text(conversation, SCRIPT.handoff)
     after = anthropic_conversation({"messages": [{"role": "user", "content": summary}]})
     assert after.calls_since_user_text == 2
     assert next_move(after, SCRIPT, compaction=False)[0] is Kind.END_TURN
@@ -69,7 +70,11 @@ def test_a_summary_after_an_obeyed_instruction_keeps_codex_from_obeying_again() 
         "arguments": json.dumps({"cmd": "x handoff write --thread t"}),
     }
     before = openai_conversation({"input": [told, call]})
-    summary = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary_text(before)}]}
+    summary = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": summary_text(before, SCRIPT.handoff)}],
+    }
     assert pending_instruction(openai_conversation({"input": [told, summary]})) is None
     assert pending_instruction(openai_conversation({"input": [told]})) == "ctxbudget handoff write --thread t"
 
@@ -91,3 +96,32 @@ def test_the_shell_tool_is_the_one_codex_declares() -> None:
     shell = {"type": "function", "name": "shell", "parameters": {"properties": {"command": {"type": "array"}}}}
     assert shell_tool([{"type": "custom", "name": "apply_patch"}, exec_command]) == ("exec_command", "cmd")
     assert shell_tool([shell]) == ("shell", "argv")
+
+
+def _user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def test_a_question_steered_into_the_turn_is_answered_once_and_the_turn_keeps_its_steps() -> None:
+    """The reporter, as Codex's app-server client, steers its question into the running turn: the answer is the
+    handoff JSON and the turn goes on (a steer starts no turn); a compaction after it neither asks again nor restarts
+    the turn (Codex keeps the user messages, the steer among them, and drops the answer)."""
+    script = Script(steps_per_turn=4)
+    call = {"type": "function_call", "name": "exec_command", "arguments": json.dumps({"cmd": "ls"})}
+    asked = [_user("work"), call, call, _user(ask_text("prepare_handoff"))]
+    kind, command, _ = next_move(openai_conversation({"input": asked}), script, compaction=False)
+    assert (kind, command is not None) == (Kind.ANSWER, True)
+    answer = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": json.dumps(script.handoff)}],
+    }
+    before = openai_conversation({"input": [*asked, answer, call]})
+    assert before.calls_since_user_text == 3
+    summary = _user(summary_text(before, script.handoff))
+    after = openai_conversation({"input": [_user("work"), _user(ask_text("prepare_handoff")), summary]})
+    assert after.calls_since_user_text == 3
+    assert next_move(after, script, compaction=False)[0] is Kind.STEP
+    assert next_move(openai_conversation({"input": [*asked, answer, call, call]}), script, compaction=False)[0] is (
+        Kind.END_TURN
+    )
