@@ -219,9 +219,11 @@ def report(results: dict[str, dict[str, Any]], master: list[RoundReport], worker
           + (f" (first: {workers.failed[0]})" if workers.failed else ""))  # fmt: skip
 
 
-def main(args: argparse.Namespace) -> None:
-    """A fresh broker and data dir for the run, removed from service (the broker stopped) at the end."""
-    data = Path(tempfile.mkdtemp(prefix="fleet-relay-"))
+@contextlib.contextmanager
+def fresh_broker(prefix: str) -> Iterator[tuple[Path, Settings]]:
+    """A fresh local broker and data dir for one run (its folder, the worker's settings), the broker stopped at the
+    end."""
+    data = Path(tempfile.mkdtemp(prefix=prefix))
     base = Settings()
     broker = LocalKafka(data / "kafka", base.kafka_version, base.kafka_cache_dir)
     settings = Settings(
@@ -229,9 +231,14 @@ def main(args: argparse.Namespace) -> None:
     )
     settings.resolved_data_dir.mkdir(parents=True)
     try:
-        asyncio.run(bench(args, settings, data / "operator-token"))
+        yield data, settings
     finally:
         broker.down()
+
+
+def main(args: argparse.Namespace) -> None:
+    with fresh_broker("fleet-relay-") as (data, settings):
+        asyncio.run(bench(args, settings, data / "operator-token"))
 
 
 async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) -> None:

@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
-from bench.fleet_relay import pipeline, wait_up
+from bench.fleet_relay import fresh_broker, pipeline, wait_up
 from bench.measure import percentile
 from core.settings import Settings
-from streams.local_kafka import LocalKafka, free_port
+from streams.local_kafka import free_port
 from streams.topic_admin import ensure_topics
 from tests.realtools.relay_scenario import Group, Mode, Recorded, recorded, worker_token
 from tests.realtools.tools import install
@@ -41,14 +39,7 @@ SETTLE_SECONDS = 120
 
 def main(args: argparse.Namespace) -> None:
     binaries = install()
-    root = Path(tempfile.mkdtemp(prefix="relay-real-"))
-    base = Settings()
-    broker = LocalKafka(root / "kafka", base.kafka_version, base.kafka_cache_dir)
-    settings = Settings(
-        kafka_bootstrap_servers=broker.up(), data_dir=root / "worker", topic_prefix="bench.", topic_partitions=2
-    )
-    settings.resolved_data_dir.mkdir(parents=True)
-    try:
+    with fresh_broker("relay-real-") as (root, settings):
         asyncio.run(ensure_topics(settings))
         port = free_port()
         api = f"http://127.0.0.1:{port}"
@@ -83,8 +74,6 @@ def main(args: argparse.Namespace) -> None:
             report(groups, results)
             for failure in failures:
                 print(f"FAILED {failure}")
-    finally:
-        broker.down()
 
 
 def settle(api: str, token: str, groups: list[Group], summary: str) -> dict[str, Recorded]:

@@ -73,6 +73,10 @@ class Api(StrEnum):
     OPENAI = "openai"
 
 
+SESSION_HEADERS = {Api.ANTHROPIC: "x-claude-code-session-id", Api.OPENAI: "thread-id"}
+"""Where each tool names its session in a request (one server serves many sessions)."""
+
+
 class Kind(StrEnum):
     STEP = "step"
     """A tool call of the script."""
@@ -546,6 +550,38 @@ class ModelServer:
         conversation = anthropic_conversation(body)
         return JSONResponse({"input_tokens": self.scripts[Api.ANTHROPIC].usage_tokens(conversation.assistant_turns)})
 
+    async def _answered(
+        self,
+        api: Api,
+        request: Request,
+        kind: Kind,
+        context: int,
+        conversation: Conversation,
+        command: str | None,
+        instructed: str | None,
+        model: str,
+    ) -> None:
+        """Record the answer, then think for the script's time (a side request is answered at once)."""
+        script = self.scripts[api]
+        session = request.headers.get(SESSION_HEADERS[api])
+        self.exchanges.append(
+            Exchange(
+                api,
+                kind,
+                request.url.path,
+                context,
+                script.output_tokens,
+                conversation.assistant_turns,
+                command,
+                instructed,
+                model,
+                session,
+                resumed=conversation.resumed,
+            )
+        )
+        if kind is not Kind.SIDE:
+            await asyncio.sleep(script.step_seconds)
+
     async def _messages(self, request: Request) -> Response:
         body = await self._body(request, Api.ANTHROPIC)
         script = self.scripts[Api.ANTHROPIC]
@@ -568,22 +604,7 @@ class ModelServer:
             blocks.append(call)
         stop_reason = "end_turn" if command is None else "tool_use"
         context = script.usage_tokens(conversation.assistant_turns) if kind is not Kind.SIDE else 100
-        exchange = Exchange(
-            Api.ANTHROPIC,
-            kind,
-            request.url.path,
-            context,
-            script.output_tokens,
-            conversation.assistant_turns,
-            command,
-            instructed,
-            model,
-            request.headers.get("x-claude-code-session-id"),
-            resumed=conversation.resumed,
-        )
-        self.exchanges.append(exchange)
-        if kind is not Kind.SIDE:
-            await asyncio.sleep(script.step_seconds)
+        await self._answered(Api.ANTHROPIC, request, kind, context, conversation, command, instructed, model)
         events = list(anthropic_events(model, blocks, stop_reason, context, script.output_tokens))
         if not body.get("stream"):
             return JSONResponse(_anthropic_message(model, blocks, stop_reason, context, script.output_tokens))
@@ -619,21 +640,7 @@ class ModelServer:
                 }
             )
         context = script.usage_tokens(conversation.assistant_turns)
-        exchange = Exchange(
-            Api.OPENAI,
-            kind,
-            request.url.path,
-            context,
-            script.output_tokens,
-            conversation.assistant_turns,
-            command,
-            instructed,
-            model,
-            request.headers.get("thread-id"),
-            resumed=conversation.resumed,
-        )
-        self.exchanges.append(exchange)
-        await asyncio.sleep(script.step_seconds)
+        await self._answered(Api.OPENAI, request, kind, context, conversation, command, instructed, model)
         return StreamingResponse(
             _stream(list(openai_events(model, items, context, script.output_tokens))), media_type="text/event-stream"
         )

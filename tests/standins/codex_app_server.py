@@ -133,6 +133,7 @@ class StandIn:
         await asyncio.sleep(self.options.tail_seconds)  # the turn goes on after its message (a steered one too)
         if self.used >= self.options.compact_at:
             self.compact(turn_id)
+            await asyncio.sleep(self.options.work_after_compaction_seconds)  # Codex goes on with the turn
 
     def item(self, phase: str, turn_id: str, item: dict[str, Any]) -> None:
         stamp = {"startedAtMs" if phase == "started" else "completedAtMs": int(time.time() * 1000)}
@@ -189,6 +190,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turn-seconds", type=float, default=1.0)
     parser.add_argument("--gap-seconds", type=float, default=0.5)
     parser.add_argument("--tail-seconds", type=float, default=0.0)
+    parser.add_argument("--work-after-compaction-seconds", type=float, default=0.0)
     parser.add_argument("--log", default=None)
     return parser.parse_args(argv)
 

@@ -190,3 +190,31 @@ async def test_a_compaction_the_reporter_asks_for_is_reported_as_manual(tmp_path
     started, completed = parser.take_events()
     assert (started.trigger_mode, completed.trigger_mode) == ("manual", "manual")
     assert completed.tokens_after == 20_000
+
+
+async def test_after_a_compaction_within_a_turn_the_resume_prompt_is_steered_into_it(tmp_path) -> None:
+    """What run_as_app_server_client does with `on_compacted`: Codex's own summary does not carry the package, so the
+    thread is told the package's resume prompt in the turn that goes on after its compaction."""
+    log = tmp_path / "standin.jsonl"
+    command = standin(
+        log, "--turns", "2", "--start", "175000", "--turn-seconds", "0.05", "--work-after-compaction-seconds", "3"
+    )
+    client = AppServerClient(command)
+    told: list[bool] = []
+
+    def compacted(thread: str) -> None:
+        told_task = asyncio.ensure_future(client.tell(thread, "You are continuing the work of thread T"))
+        told_task.add_done_callback(lambda task: told.append(task.result()))
+
+    client.on_compacted = compacted
+    try:
+        await client.start()
+        thread = await client.thread_start(first_input="Work on the parser.")
+        await until(lambda: bool(told))
+        idle = await client.tell(thread, "nobody hears this") if thread not in client.active_turns else None
+    finally:
+        await client.close()
+    assert told == [True]
+    steers = [entry["params"] for entry in logged(log) if entry.get("method") == "turn/steer"]
+    assert [steer["input"][0]["text"] for steer in steers] == ["You are continuing the work of thread T"]
+    assert idle in (None, False)  # no running turn: nothing is steered
