@@ -58,6 +58,8 @@ async def test_every_compaction_carries_the_agents_own_handoff(settings: Setting
             assert all(c.agent_part for c in seen.compactions), (group.mode, seen.compactions, seen.packages)
             assert seen.handoff_missing == 0, group.mode
             assert seen.ctxbudget_paths == [], group.mode
+            if group.mode is Mode.CLAUDE_MANUAL:
+                assert {c.trigger_mode for c in seen.compactions} == {"manual"}, seen.compactions
 
 
 async def _until_recorded(api: str, token: str, group: Group, summary: str) -> Recorded:

@@ -53,8 +53,9 @@ CLAUDE_SCRIPT = Script(base_tokens=20_000, tokens_per_step=12_000, steps_per_tur
 CODEX_SCRIPT = Script(base_tokens=20_000, tokens_per_step=15_000, steps_per_turn=5)
 APP_SERVER_SCRIPT = Script(base_tokens=20_000, tokens_per_step=15_000, steps_per_turn=22)
 """One long turn (the reporter starts the thread with one first input): Codex compacts in its middle."""
-MANUAL_COMPACT_AT = 130_000
-"""The user runs `/compact` once the context passed this (Claude Code's own point is about 177,000)."""
+MANUAL_COMPACT_AT = 120_000
+"""The user runs `/compact` at the end of the first turn past this: 128,000 after two turns of the script, where the
+next would reach Claude Code's own point (about 176,000) within the turn."""
 PROMPT = "Work through the script."
 
 
