@@ -2,9 +2,9 @@
 `core.topics`).
 
 The runtime registers each agent from its declaration and refuses an emit to a topic the fold does not declare
-(`streams.runtime.UndeclaredOutput`); `ctxbudget topology` draws the graph from it, and the README's diagram is that
-drawing. The sinks write ClickHouse tables, not topics: their tables are `sinks.tables.ROUTES`, whose topics are the
-sinks' declared inputs.
+(`streams.runtime.protocol.UndeclaredOutput`); `ctxbudget topology` draws the graph from it, and
+docs/architecture.md's diagram is that drawing. The sinks write ClickHouse tables, not topics: their tables are
+`sinks.tables.ROUTES`, whose topics are the sinks' declared inputs.
 """
 
 from __future__ import annotations

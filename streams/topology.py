@@ -2,7 +2,7 @@
 
 Which topics feed which fold and which topics each fold writes is declared once, in `core/folds.py`; the graph
 (topic -> fold -> table -> topic, by role) is printed from that declaration by `ctxbudget topology` (`--format
-mermaid` for the README's diagram).
+mermaid` for docs/architecture.md's diagram).
 
 Each fold's table holds one state per key and is named after its agent (changelog `<group>-<agent>-changelog`).
 All engine inputs are keyed by thread id and have the same partition count, so one agent sees every record of a

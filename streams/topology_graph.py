@@ -1,7 +1,8 @@
 """The topology drawn from its declaration (`core.folds`): topic -> fold -> table -> topic, by role, as text or mermaid.
 
-`ctxbudget topology` prints it; the README's diagram is the mermaid drawing between `README_START` and `README_END`
-(`ctxbudget topology --readme README.md` rewrites it), and a unit test fails when that block is stale.
+`ctxbudget topology` prints it; docs/architecture.md's diagram is the mermaid drawing between `README_START` and
+`README_END` (`ctxbudget topology --readme docs/architecture.md` rewrites it), and a unit test fails when that block is
+stale.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from core.settings import ROLES
 from core.topics import TOPICS
 from sinks.tables import ROUTES, Route
 
-README_START = "<!-- topology:start (generated: ctxbudget topology --readme README.md) -->"
+README_START = "<!-- topology:start (generated: ctxbudget topology --readme docs/architecture.md) -->"
 README_END = "<!-- topology:end -->"
 KEYS = {spec.name: spec.key for spec in TOPICS}
 

@@ -5,8 +5,8 @@ faust-streaming 0.15's fetch loop (`Consumer._drain_messages`) passes every reco
 events it races against (flow suspended, service stopped, service crashed), waits on all four and cancels three.
 Delivery itself almost never waits (it puts the record on each stream's queue unless a queue is full, flow control is
 suspended or the producer buffer is full), and the worker's topology delivers each input several times over (every
-output is read by one to three agents), so those tasks were a large part of a CPU-bound worker (README, "Delivery
-guarantees", has the figures).
+output is read by one to three agents), so those tasks were a large part of a CPU-bound worker
+(docs/delivery-guarantees.md has the figures).
 
 `wait_first` is only called from that loop, so the consumer's is replaced: the delivery coroutine is stepped once, in
 place, while flow is not suspended. If it completes in that step (the common case) there is nothing to race; if it has

@@ -1,4 +1,4 @@
-"""`ctxbudget topology` draws the declared folds (core/folds.py), and the README's diagram is that drawing."""
+"""`ctxbudget topology` draws the declared folds (core/folds.py), and docs/architecture.md's diagram is that drawing."""
 
 from __future__ import annotations
 
@@ -22,18 +22,19 @@ from streams.topology_graph import (
     with_readme_block,
 )
 
-README = Path(__file__).parents[2] / "README.md"
+ARCHITECTURE = Path(__file__).parents[2] / "docs" / "architecture.md"
 FOLD = Fold(
     "fold_a", frozenset({"sinks", "engine"}), (SNAPSHOTS,), (THREAD_STATE, DEADLETTER), table="slots", timer=True
 )
 
 
-def test_the_readme_diagram_is_the_declared_topology() -> None:
-    readme = README.read_text()
+def test_the_architecture_diagram_is_the_declared_topology() -> None:
+    readme = ARCHITECTURE.read_text()
     assert readme.count(README_START) == 1
     assert readme.count(README_END) == 1
     current = readme[readme.index(README_START) : readme.index(README_END) + len(README_END)]
-    assert current == readme_block(), "the README's topology is stale: run `ctxbudget topology --readme README.md`"
+    stale = "docs/architecture.md's topology is stale: run `ctxbudget topology --readme docs/architecture.md`"
+    assert current == readme_block(), stale
 
 
 def test_the_text_names_each_fold_with_its_role_inputs_table_and_outputs() -> None:

@@ -14,7 +14,7 @@ export function time(iso) {
 
 export const tokens = (count) => `${NUMBER.format(count)} tokens`;
 
-/** The ring's integer percent of a remaining budget: floored like the stream's (streams/projects/summary.py). */
+/** The ring's integer percent of a remaining budget: floored like the stream's (streams/aggregates/resolution.py, ring_percent). */
 export const ringPercent = (pct) => Math.floor(pct);
 
 export const CONVERSATION_TYPES = { single_device: "single device", group: "group", master_agent: "master agent" };
