@@ -182,9 +182,17 @@ class Relay:
         items = self._due.pop(thread_id, [])
         if not items:
             return None
-        issued = min(item.issued_at for item in items)
         view = await self._look(thread_id)
         cycle = view.cycle if view else None
+        if cycle is not None and cycle.last_compaction_at is not None:
+            # a wrap-up issued before the thread's last compaction was for a cycle that is over (an open one can reach
+            # the relay with the first report after the compaction): a package now would hand off the next cycle's
+            # work with none of the agent's words, after waiting for a part that the agent wrote for the last one
+            items = [item for item in items if item.issued_at >= cycle.last_compaction_at]
+            if not items:
+                log.info("relay: thread %r compacted since its wrap-up was issued: nothing to hand off", thread_id)
+                return None
+        issued = min(item.issued_at for item in items)
         work = self.work_of(thread_id)
         created = self.clock()
         facts = await asyncio.to_thread(gather, work.cwd, work.began_at, self.patch_dir, thread_id, work.checklist)

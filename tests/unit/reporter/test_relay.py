@@ -318,3 +318,15 @@ async def test_a_ready_package_holding_an_agents_part_is_never_displaced_by_fact
     subject.take("thr-1", [item(MasterAction.PRE_COMPACTION_WRAP_UP, "a-1")])
     assert await subject.prepare("thr-1") is None
     assert receiver.packages == []
+
+
+async def test_a_wrap_up_of_a_cycle_that_ended_makes_no_package(tmp_path) -> None:
+    """Seen with the real tools: an open wrap-up issued at critical reaches the relay with the first report after the
+    compaction. Its cycle is over; the agent's part was of that cycle, so a package now would be facts only, made
+    after waiting for a part that will not come."""
+    receiver = Receiver()
+    compacted = ThreadView(ThreadCycle(compaction_count=3, last_compaction_at=NOW + timedelta(seconds=5)))
+    subject = inbox_relay(tmp_path, receiver, compacted, ask_seconds=5)
+    subject.take("thr-1", [item(MasterAction.PRE_COMPACTION_WRAP_UP, "a-1")])
+    assert await asyncio.wait_for(subject.prepare("thr-1"), 1) is None
+    assert receiver.packages == []
