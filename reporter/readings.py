@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.levels import classify_level
+from core.profiles import CodexProfile, TokenUsage
 from core.snapshot_identity import snapshot_id, snapshot_version
-from reporter.budget import CodexProfile, TokenUsage
 from schemas import (
     CompactionCompleted,
     CompactionStarted,
@@ -64,7 +64,7 @@ class Reading:
     agent_tool: str | None = None
     model: str | None = None
     budget_pct: float | None = None
-    """Set by a source with its own model profile (Claude Code); else the Codex profile computes it."""
+    """Set by a source of another tool (Claude Code, with its profile); else the Codex profile computes it."""
     shown_pct: float | None = None
     """The percent the tool itself displays, when the source knows it; else Codex's own for Codex sources."""
     events_derived: bool = False
@@ -75,7 +75,7 @@ def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
     """The snapshot's budget: room before the tool's auto-compaction (not the percent the tool displays)."""
     if reading.budget_pct is not None:
         return reading.budget_pct
-    return profile.budget_pct(reading.last_usage, reading.context_window)
+    return profile.remaining_pct(profile.tokens_in_context_window(reading.last_usage), reading.context_window)
 
 
 _CODEX_SOURCES = frozenset({SourceKind.CODEX_APP_SERVER, SourceKind.CODEX_SDK})
@@ -86,7 +86,7 @@ def shown_pct(reading: Reading, profile: CodexProfile) -> float | None:
     if reading.shown_pct is not None:
         return reading.shown_pct
     if reading.source_kind in _CODEX_SOURCES:
-        return float(profile.percent_remaining(reading.last_usage, reading.context_window))
+        return float(profile.displayed_pct(reading.last_usage, reading.context_window))
     return None
 
 

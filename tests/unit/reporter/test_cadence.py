@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.profiles import TokenUsage
 from core.snapshot_identity import snapshot_version
-from reporter.budget import TokenUsage
 from reporter.cadence import Cadence
 from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
