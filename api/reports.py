@@ -1,10 +1,10 @@
 """The worker report (spec 5.2) as a snapshot for the `snapshots` topic, and the answer the engine would give.
 
 Identity: the reporter's HTTP sink sends the snapshot's `snapshot_id` as `Idempotency-Key` and its version as
-`X-Snapshot-Version`, and the API keeps both. A caller that sends neither gets them derived from the body the way the
-reporter derives them for a source without positions of its own (reporter.readings): the version is `captured_at` in
-epoch milliseconds shifted left by RESEND_BITS, so it grows with `captured_at` per thread and source and sits in the
-same range as the reporter's versions; the id hashes thread, source kind, version and `captured_at`, so the same
+`X-Snapshot-Version`, and the API keeps both. A caller that sends neither gets them derived from the body with the
+reporter's derivation (core.snapshot_identity) for a source without positions of its own: the version is `captured_at`
+in epoch milliseconds shifted left by RESEND_BITS, so it grows with `captured_at` per thread and source and sits in
+the same range as the reporter's versions; the id hashes thread, source kind, version and `captured_at`, so the same
 report sent twice is the same snapshot and the engine drops the repeat.
 """
 
@@ -19,8 +19,8 @@ from core.actions import actions_for_level
 from core.engine_config import EngineConfig
 from core.levels import classify_level, report_interval_seconds
 from core.precedence import Verdict
-from reporter.readings import snapshot_id as derived_snapshot_id
-from reporter.readings import snapshot_version
+from core.snapshot_identity import snapshot_id as derived_snapshot_id
+from core.snapshot_identity import snapshot_version
 from schemas import (
     MasterActionItem,
     ThreadContextSnapshot,

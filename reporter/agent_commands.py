@@ -27,10 +27,9 @@ from typing import Annotated
 
 import typer
 
+from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile
 from core.settings import Settings
-from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.budget_api import HOOK_TIMEOUT_SECONDS, BudgetApi
-from reporter.claude_code import ClaudeCodeProfile
 from reporter.claude_statusline import (
     LastReport,
     StatusReports,
@@ -88,7 +87,7 @@ def statusline(
             except BlockingIOError:
                 return
             reports = StatusReports.load(directory / REPORTS_FILE)
-            level = reading_level(reading, DEFAULT_CODEX_PROFILE)
+            level = reading_level(reading, DEFAULT_CODEX_VERSION)
             due = report_due(reports.sessions.get(reading.thread_id), level, reading.observed_at)
             spool = Spool(directory)
             if not due and not len(spool):
@@ -108,7 +107,7 @@ async def _report(reading: Reading | None, identity: Identity, spool: Spool, del
     await spooled.start()
     try:
         if reading is not None:
-            await spooled.send_snapshot(to_snapshot(reading, identity, DEFAULT_CODEX_PROFILE))
+            await spooled.send_snapshot(to_snapshot(reading, identity, DEFAULT_CODEX_VERSION))
     finally:
         await spooled.close()
 

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from core.deadlines import DeadlineIndex
 from core.engine_config import REPORT_INTERVAL_SECONDS
 from core.levels import SEVERITY
-from reporter.readings import MAX_RESEND, Reading, snapshot_version
+from core.snapshot_identity import MAX_RESEND, snapshot_version
+from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
 
 DEFAULT_IDLE_AFTER = timedelta(minutes=30)

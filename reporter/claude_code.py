@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -36,10 +36,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.compaction_points import LearnedPoints, PointKey
-from core.profiles import CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_WINDOW_TOKENS
-from core.profiles import ClaudeCodeProfile as CoreClaudeCodeProfile
+from core.profiles import ClaudeCodeProfile, TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.budget import TokenUsage
 from reporter.claude_events import (
     EDIT_TOOLS,
     TOOL_RESULT,
@@ -62,12 +60,10 @@ from schemas.session_events import ToolResultAdded, UsageSample
 
 log = logging.getLogger(__name__)
 
-AGENT_TOOL = "claude-code"
+AGENT_TOOL = ClaudeCodeProfile.name
 STATE_FORMAT = 2
 """2: the learned compaction points per (tool, model, window); format 1's single point is dropped (it may be a
 reactive compaction's)."""
-LONG_WINDOW_TOKENS = 1_000_000
-"""Models run with the 1M-token context (`[1m]` in the model name)."""
 SUBAGENT_DIR = "subagents"
 TOOL_NAMES_KEPT = 64
 """Tool calls remembered to name their results: results follow their calls closely."""
@@ -85,46 +81,6 @@ def position_at(at: datetime, previous: int | None) -> int:
     """A reading's position on the one scale both `worker_estimator` sources of a thread share (the transcript and
     the status line): the observed time in epoch milliseconds, kept growing within the source."""
     return max(int(at.timestamp() * 1000), -1 if previous is None else previous + 1)
-
-
-@dataclass(frozen=True)
-class ClaudeCodeProfile:
-    """Where Claude Code compacts: the core profile's point, configurable, replaced per (model, window) by what the
-    threshold compactions seen show (`core.compaction_points`)."""
-
-    window_tokens: int = CLAUDE_CODE_WINDOW_TOKENS
-    max_output_tokens: int = CLAUDE_CODE_MAX_OUTPUT_TOKENS
-    learned: LearnedPoints = field(default_factory=LearnedPoints)
-
-    def window(self, model: str | None) -> int:
-        return LONG_WINDOW_TOKENS if model and "[1m]" in model else self.window_tokens
-
-    def _key(self, window: int, model: str | None) -> PointKey:
-        return PointKey(AGENT_TOOL, model or "", window)
-
-    def default_point(self, window: int) -> int:
-        return CoreClaudeCodeProfile(max_output_tokens=self.max_output_tokens).compaction_point(window)
-
-    def compaction_point(self, window: int, model: str | None = None) -> int:
-        return self.learned.point(self._key(window, model), self.default_point(window))
-
-    def budget_pct(self, occupancy: int, window: int, model: str | None = None) -> float:
-        """Room left before auto-compaction over the span up to it, 0..100, for the tokens Claude Code compares with
-        it (the last reply's prompt + output)."""
-        point = self.compaction_point(window, model)
-        return min(100.0, max(0.0, (point - occupancy) / point * 100)) if point > 0 else 0.0
-
-    def shown_pct(self, used: int, window: int) -> float:
-        """What Claude Code's own meter shows: the percent of the window left."""
-        return min(100.0, max(0.0, (window - used) / window * 100))
-
-    def observe_automatic_compaction(
-        self, model: str | None, pre_tokens: int, after_api_error: bool = False
-    ) -> ClaudeCodeProfile:
-        window = self.window(model)
-        key, default = self._key(window, model), self.default_point(window)
-        learned = self.learned.observe(key, pre_tokens, default, after_api_error)
-        return self if learned is self.learned else replace(self, learned=learned)
 
 
 class TranscriptState(FileState):
@@ -178,7 +134,7 @@ class TranscriptState(FileState):
             last_compaction_at=self.last_compaction_at,
             agent_tool=AGENT_TOOL,
             model=self.model,
-            budget_pct=profile.budget_pct(occupancy, window, self.model),
+            budget_pct=profile.remaining_pct(occupancy, window, self.model),
             shown_pct=profile.shown_pct(self.used_tokens, window),
         )
 

@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from core.engine_config import REPORT_INTERVAL_SECONDS
+from core.profiles import ClaudeCodeProfile, TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.budget import TokenUsage
-from reporter.claude_code import AGENT_TOOL, ClaudeCodeProfile, position_at
+from reporter.claude_code import AGENT_TOOL, position_at
 from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
 
@@ -97,7 +97,7 @@ def status_reading(status: StatusInput, profile: ClaudeCodeProfile, now: datetim
         context_window=window,
         agent_tool=AGENT_TOOL,
         model=status.model,
-        budget_pct=profile.budget_pct(occupancy, window, status.model),
+        budget_pct=profile.remaining_pct(occupancy, window, status.model),
         shown_pct=profile.shown_pct(used, window) if status.used_percentage is None else 100 - status.used_percentage,
     )
 

@@ -16,10 +16,10 @@ from typing import IO, Annotated, Any
 
 import typer
 
+from core.profiles import CODEX_VERSIONS, ClaudeCodeProfile
 from core.settings import Settings
 from reporter.app_server_client import AppServerClient, Sandbox
-from reporter.budget import CODEX_PROFILES
-from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
+from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_formats import codex_home
 from reporter.codex_rollouts import RolloutTailer
@@ -161,10 +161,10 @@ def report(
         int, typer.Option(min=1, help="claude-code: the model's max output tokens (sets the compaction point).")
     ] = ClaudeCodeProfile.max_output_tokens,
     claude_window: Annotated[int, typer.Option(min=1, help="claude-code: the context window.")] = (
-        ClaudeCodeProfile.window_tokens
+        ClaudeCodeProfile.default_window_tokens
     ),
     codex_profile: Annotated[
-        str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_PROFILES)}.")
+        str, typer.Option(help=f"How Codex computes its percent: {', '.join(CODEX_VERSIONS)}.")
     ] = "with-reasoning",
     spool_dir: Annotated[
         Path | None,
@@ -227,8 +227,8 @@ def report(
 ) -> None:
     """Report real agent threads' context budgets: Codex app-server notifications, Codex rollout files, or our own
     session events (one JSON object per line)."""
-    if codex_profile not in CODEX_PROFILES:
-        raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_PROFILES)}")
+    if codex_profile not in CODEX_VERSIONS:
+        raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_VERSIONS)}")
     if sum(option is not None for option in (input_path, exec_command, app_server)) > 1:
         raise typer.BadParameter("give one of --input, --exec and --app-server")
     if app_server is not None and sources != [Source.CODEX_APP_SERVER]:
@@ -245,7 +245,7 @@ def report(
     facts = WorkFactTracker(patterns)
     tailers: list[AnyTailer] = []
     if source is None:
-        claude_profile = ClaudeCodeProfile(window_tokens=claude_window, max_output_tokens=claude_max_output)
+        claude_profile = ClaudeCodeProfile(default_window_tokens=claude_window, max_output_tokens=claude_max_output)
         tailers = _tailers(sources, rollout_dirs or [], state_file, shared, claude_profile, facts)
     with lock:
         undelivered = asyncio.run(
@@ -370,7 +370,7 @@ async def _run(
         delivery = SpooledDelivery(Spool(spool_dir), delivery)
         await delivery.start()
     # compaction events not delivered survive a restart beside the spool
-    reporter = Reporter(identity, delivery, CODEX_PROFILES[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
+    reporter = Reporter(identity, delivery, CODEX_VERSIONS[codex_profile], pending_events=spool_dir / PENDING_EVENTS)
     relay, poll = None, None
     if relay_options.enabled and isinstance(inner, HttpDelivery | KafkaDelivery):
         client = asking.client

@@ -38,8 +38,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.profiles import TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.budget import TokenUsage
 from reporter.claude_events import compaction_started
 from reporter.readings import CODEX_COMPACTION_TRIGGER, Reading, SkipLog
 from schemas import CompactionCompleted, SessionEvent, SourceKind, TriggerMode

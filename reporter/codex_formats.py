@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reporter.budget import TokenUsage
+from core.profiles import TokenUsage
 
 
 def codex_home() -> Path:

@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.profiles import TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.budget import TokenUsage
 from reporter.claude_events import TOOL_RESULT, compaction_finished, compaction_started, trigger_of
 from reporter.codex_events import (
     call_names,

@@ -4,11 +4,9 @@ Identity and versioning. A reading carries a `position`: an integer that grows w
 kind (a rollout line's end offset in its file; for app-server notifications, which carry no time or sequence, the
 arrival time in epoch milliseconds; for Claude Code, whose transcript and status line both report as
 `worker_estimator`, the time observed in epoch milliseconds, so either source's newer reading is the newer one).
-`snapshot_version = position << RESEND_BITS | resend`, where `resend` counts the cadence re-sends of the same reading
-(spec 5.1), so a re-send is newer than its reading and older than the next one.
-`snapshot_id` is derived from thread, source kind, version and `captured_at` only, so the same reading sent again (a
-reporter that restarted before saving its read position re-reads the line) carries the same id and version, and the
-engine drops it; a re-send is stamped with the time it is sent, so it has an id of its own.
+The version and id derive from it as `core.snapshot_identity` says (the API derives a report's the same way), so the
+same reading sent again (a reporter that restarted before saving its read position re-reads the line) carries the
+same id and version, and the engine drops it.
 """
 
 from __future__ import annotations
@@ -22,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.levels import classify_level
-from reporter.budget import CodexProfile, TokenUsage
+from core.profiles import CodexProfile, TokenUsage
+from core.snapshot_identity import snapshot_id, snapshot_version
 from schemas import (
     CompactionCompleted,
     CompactionStarted,
@@ -31,11 +30,8 @@ from schemas import (
     ThreadContextSnapshot,
     TriggerMode,
 )
-from schemas.admission import RESEND_BITS  # re-sends one reading's version tells apart; the receivers bound it too
 
 log = logging.getLogger(__name__)
-
-MAX_RESEND = (1 << RESEND_BITS) - 1
 
 
 @dataclass(frozen=True)
@@ -68,29 +64,18 @@ class Reading:
     agent_tool: str | None = None
     model: str | None = None
     budget_pct: float | None = None
-    """Set by a source with its own model profile (Claude Code); else the Codex profile computes it."""
+    """Set by a source of another tool (Claude Code, with its profile); else the Codex profile computes it."""
     shown_pct: float | None = None
     """The percent the tool itself displays, when the source knows it; else Codex's own for Codex sources."""
     events_derived: bool = False
     """The source sends the thread's session events itself, its compactions included."""
 
 
-def snapshot_version(position: int, resend: int = 0) -> int:
-    if not 0 <= resend <= MAX_RESEND:
-        raise ValueError(f"resend {resend} outside 0..{MAX_RESEND}")
-    return position << RESEND_BITS | resend
-
-
-def snapshot_id(thread_id: str, source_kind: SourceKind, version: int, captured_at: datetime) -> str:
-    digest = hashlib.sha256(f"{source_kind.value}|{thread_id}|{version}|{captured_at.isoformat()}".encode()).hexdigest()
-    return f"snap-{digest[:32]}"
-
-
 def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
     """The snapshot's budget: room before the tool's auto-compaction (not the percent the tool displays)."""
     if reading.budget_pct is not None:
         return reading.budget_pct
-    return profile.budget_pct(reading.last_usage, reading.context_window)
+    return profile.remaining_pct(profile.tokens_in_context_window(reading.last_usage), reading.context_window)
 
 
 _CODEX_SOURCES = frozenset({SourceKind.CODEX_APP_SERVER, SourceKind.CODEX_SDK})
@@ -101,7 +86,7 @@ def shown_pct(reading: Reading, profile: CodexProfile) -> float | None:
     if reading.shown_pct is not None:
         return reading.shown_pct
     if reading.source_kind in _CODEX_SOURCES:
-        return float(profile.percent_remaining(reading.last_usage, reading.context_window))
+        return float(profile.displayed_pct(reading.last_usage, reading.context_window))
     return None
 
 

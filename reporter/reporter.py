@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from core.profiles import DEFAULT_CODEX_VERSION, CodexProfile
 from reporter.atomic_file import write_atomically
-from reporter.budget import DEFAULT_CODEX_PROFILE, CodexProfile
 from reporter.cadence import Cadence, Outgoing
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_app_server import CodexAppServerParser
@@ -66,7 +66,7 @@ class Reporter:
         self,
         identity: Identity,
         delivery: Delivery,
-        profile: CodexProfile = DEFAULT_CODEX_PROFILE,
+        profile: CodexProfile = DEFAULT_CODEX_VERSION,
         cadence: Cadence | None = None,
         clock: Callable[[], datetime] = _utc_now,
         pending_events: Path | None = None,

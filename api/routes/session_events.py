@@ -21,7 +21,7 @@ from api.bodies import field_errors, read_body
 from api.deps import Context, Reporter, path_id, refuse_takeover, refuse_worker_takeover
 from api.responses import errors
 from api.tokens import Principal
-from reporter.kafka_delivery import event_record
+from core.records import event_record
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, ThreadWorkerMoved
 from schemas.admission import captured_at_refusal
 

@@ -12,7 +12,7 @@ from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reporter, path_id, refuse_takeover, refuse_worker_takeover
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
 from api.responses import errors, record_response
-from reporter.kafka_delivery import snapshot_record
+from core.records import snapshot_record
 from schemas import WorkerReportRequest, WorkerReportResponse
 from schemas.admission import captured_at_refusal
 

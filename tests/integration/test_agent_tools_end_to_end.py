@@ -23,8 +23,8 @@ import pytest
 
 from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
+from core.profiles import DEFAULT_CODEX_VERSION
 from core.settings import Settings
-from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, Reading, to_snapshot
@@ -70,7 +70,7 @@ class Tool:
 
 def _last_snapshot(readings: list[Reading]) -> ThreadContextSnapshot:
     identity = Identity(node_id=NODE, worker_id=WORKER, project_id=PROJECT)
-    return to_snapshot(readings[-1], identity, DEFAULT_CODEX_PROFILE)
+    return to_snapshot(readings[-1], identity, DEFAULT_CODEX_VERSION)
 
 
 def _tools(tmp_path: Path, now: datetime) -> list[Tool]:

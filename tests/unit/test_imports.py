@@ -1,7 +1,8 @@
 """The package boundaries of pyproject.toml's import contracts: core knows no pipeline, the reporter and the API take
-shared rules from core, the reporter needs no pipeline extra, and only streams.runtime knows Faust (the topology, the
-folds and the sinks' ClickHouse side declare against its Faust-free Protocol). import-linter follows every import,
-function-level ones included, so a lazy import breaks a contract as surely as one at the top."""
+shared rules from core (the API never from the reporter), the reporter needs no pipeline extra, and only
+streams.runtime knows Faust (the topology, the folds and the sinks' ClickHouse side declare against its Faust-free
+Protocol). import-linter follows every import, function-level ones included, so a lazy import breaks a contract as
+surely as one at the top."""
 
 from __future__ import annotations
 

@@ -45,14 +45,15 @@ def test_codex_compacts_at_90_percent_of_the_model_window_and_budgets_from_its_b
     assert codex.compaction_band(190_000) == (170_500, 189_500)
 
 
-def test_claude_code_compacts_where_2_1_328_did() -> None:
+def test_claude_code_compacts_where_2_1_328_did_and_shows_room_in_the_window() -> None:
     claude = ClaudeCodeProfile()
     assert claude.effective_window(200_000) == 190_000
     assert claude.compaction_point(200_000) == 177_000  # REFERENCES.md: 2.1.328 at about 177,000, output included
     assert ClaudeCodeProfile(max_output_tokens=8_000).compaction_point(200_000) == 179_000
     assert claude.remaining_pct(88_500, 200_000) == 50.0
-    assert claude.shown_pct(88_500, 200_000) == 50.0
-    assert claude.shown_pct(180_000, 200_000) == 0.0
+    assert claude.shown_pct(88_500, 200_000) == 55.75  # room in the window, as its status line shows
+    assert claude.shown_pct(200_000, 200_000) == 0.0
+    assert claude.window("claude-sonnet-4-5[1m]") == 1_000_000
 
 
 def test_generic_compacts_at_its_fraction_and_shows_the_raw_window() -> None:

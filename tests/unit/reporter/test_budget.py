@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reporter.budget import BASELINE_TOKENS, CODEX_PROFILES, DEFAULT_CODEX_PROFILE, TokenUsage
+from core.profiles import CODEX_BASELINE_TOKENS, CODEX_VERSIONS, DEFAULT_CODEX_VERSION, TokenUsage
 
-REFERENCE = CODEX_PROFILES["reference"]
-TRUNCATING = CODEX_PROFILES["truncating"]
-WITH_REASONING = CODEX_PROFILES["with-reasoning"]
+REFERENCE = CODEX_VERSIONS["reference"]
+TRUNCATING = CODEX_VERSIONS["truncating"]
+WITH_REASONING = CODEX_VERSIONS["with-reasoning"]
 WINDOW = 258_400  # 272,000 x 95 %: the usable window Codex reports for gpt-5-codex
 
 
@@ -31,11 +31,11 @@ WINDOW = 258_400  # 272,000 x 95 %: the usable window Codex reports for gpt-5-co
 def test_reference_profile_matches_codex_at_exact_numbers(
     window: int, total: int, reasoning: int, expected: int
 ) -> None:
-    assert REFERENCE.percent_remaining(TokenUsage(total, reasoning_output_tokens=reasoning), window) == expected
+    assert REFERENCE.displayed_pct(TokenUsage(total, reasoning_output_tokens=reasoning), window) == expected
 
 
 def test_default_profile_counts_the_last_total_as_current_versions_do() -> None:
-    assert DEFAULT_CODEX_PROFILE == WITH_REASONING
+    assert DEFAULT_CODEX_VERSION == WITH_REASONING
 
 
 def test_codex_0_169_counts_reasoning_where_the_usage_says_so() -> None:
@@ -43,22 +43,22 @@ def test_codex_0_169_counts_reasoning_where_the_usage_says_so() -> None:
     count includes reasoning (`last_usage_includes_reasoning`), and that flag decides over any profile."""
     counted = TokenUsage(90_848, reasoning_output_tokens=32_000, includes_reasoning=True)
     left_out = TokenUsage(90_848, reasoning_output_tokens=32_000, includes_reasoning=False)
-    for profile in CODEX_PROFILES.values():
+    for profile in CODEX_VERSIONS.values():
         assert profile.tokens_in_context_window(counted) == 90_848
         assert profile.tokens_in_context_window(left_out) == 58_848
-    assert REFERENCE.percent_remaining(counted, WINDOW) == 68  # (246,400 - 78,848) / 246,400
-    assert WITH_REASONING.percent_remaining(left_out, WINDOW) == 81
-    assert REFERENCE.percent_remaining(TokenUsage(90_848, reasoning_output_tokens=32_000), WINDOW) == 81  # unsaid
+    assert REFERENCE.displayed_pct(counted, WINDOW) == 68  # (246,400 - 78,848) / 246,400
+    assert WITH_REASONING.displayed_pct(left_out, WINDOW) == 81
+    assert REFERENCE.displayed_pct(TokenUsage(90_848, reasoning_output_tokens=32_000), WINDOW) == 81  # unsaid
 
 
 def test_truncating_profile_drops_the_fraction_where_reference_rounds_up() -> None:
     usage = TokenUsage(150_000, reasoning_output_tokens=4_000)  # 45.62 % left
-    assert (REFERENCE.percent_remaining(usage, WINDOW), TRUNCATING.percent_remaining(usage, WINDOW)) == (46, 45)
+    assert (REFERENCE.displayed_pct(usage, WINDOW), TRUNCATING.displayed_pct(usage, WINDOW)) == (46, 45)
 
 
 def test_with_reasoning_profile_counts_reasoning_tokens_as_occupancy() -> None:
     usage = TokenUsage(150_000, reasoning_output_tokens=4_000)  # 138000 / 246400 used = 43.99 % left
-    assert WITH_REASONING.percent_remaining(usage, WINDOW) == 44
+    assert WITH_REASONING.displayed_pct(usage, WINDOW) == 44
 
 
 @given(
@@ -67,9 +67,9 @@ def test_with_reasoning_profile_counts_reasoning_tokens_as_occupancy() -> None:
     more=st.integers(0, 100_000),
 )
 def test_percent_stays_in_bounds_and_never_rises_with_more_tokens(window: int, used: int, more: int) -> None:
-    for profile in CODEX_PROFILES.values():
-        fewer = profile.percent_remaining(TokenUsage(used), window)
+    for profile in CODEX_VERSIONS.values():
+        fewer = profile.displayed_pct(TokenUsage(used), window)
         assert 0 <= fewer <= 100
-        assert profile.percent_remaining(TokenUsage(used + more), window) <= fewer
-        if window > BASELINE_TOKENS and used <= BASELINE_TOKENS:
+        assert profile.displayed_pct(TokenUsage(used + more), window) <= fewer
+        if window > CODEX_BASELINE_TOKENS and used <= CODEX_BASELINE_TOKENS:
             assert fewer == 100

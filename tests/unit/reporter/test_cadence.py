@@ -7,9 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reporter.budget import TokenUsage
+from core.profiles import TokenUsage
+from core.snapshot_identity import snapshot_version
 from reporter.cadence import Cadence
-from reporter.readings import Reading, snapshot_version
+from reporter.readings import Reading
 from schemas import ContextBudgetLevel, SourceKind
 
 T0 = datetime(2026, 3, 25, 7, 0, tzinfo=UTC)

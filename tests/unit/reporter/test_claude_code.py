@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reporter.budget import DEFAULT_CODEX_PROFILE
-from reporter.claude_code import ClaudeCodeProfile, TranscriptTailer
+from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile
+from reporter.claude_code import TranscriptTailer
 from reporter.readings import Identity, to_snapshot
 from schemas import SourceKind, TriggerMode
 from schemas.session_events import ToolResultAdded, UsageSample
@@ -126,7 +126,7 @@ def test_a_claude_reading_makes_a_snapshot_with_its_own_profile_and_tool() -> No
 
 def test_snapshot_carries_tool_model_and_shown_percent(tmp_path: Path) -> None:
     reading = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "s.json").poll()[0]
-    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_PROFILE)
+    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_VERSION)
     assert snapshot.source_kind is SourceKind.WORKER_ESTIMATOR
     assert (snapshot.agent_tool, snapshot.model) == ("claude-code", "claude-opus-4-5-20251101")
     assert snapshot.context_budget_remaining_pct == reading.budget_pct
@@ -393,7 +393,7 @@ def test_transcript_and_status_line_readings_of_one_thread_are_on_one_scale(tmp_
 
     state = _State()
     for reading in (first, shown, second):
-        snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_PROFILE)
+        snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_VERSION)
         assert judge(snapshot, state) is Verdict.ACCEPT
         state.sources = record_mark(state.sources, snapshot)
-    assert judge(to_snapshot(first, IDENTITY, DEFAULT_CODEX_PROFILE), state) is Verdict.NOT_NEWER
+    assert judge(to_snapshot(first, IDENTITY, DEFAULT_CODEX_VERSION), state) is Verdict.NOT_NEWER

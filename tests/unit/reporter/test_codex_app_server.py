@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reporter.budget import DEFAULT_CODEX_PROFILE
+from core.profiles import DEFAULT_CODEX_VERSION
 from reporter.codex_app_server import CodexAppServerParser
 from reporter.readings import Reading
 from schemas import SourceKind, TriggerMode
@@ -122,7 +122,7 @@ def test_usage_before_any_window_is_skipped() -> None:
 
 def _shown(reading: Reading) -> float:
     """The percent Codex displays for the reading: it must equal Codex's own."""
-    return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))
+    return float(DEFAULT_CODEX_VERSION.displayed_pct(reading.last_usage, reading.context_window))
 
 
 def _compaction(turn: str) -> str:

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from reporter.budget import CODEX_PROFILES, DEFAULT_CODEX_PROFILE
+from core.profiles import CODEX_VERSIONS, DEFAULT_CODEX_VERSION
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Identity, to_snapshot
 
@@ -49,9 +49,9 @@ def test_a_compaction_announced_twice_counts_once_and_its_over_window_usage_is_n
 
 def test_snapshots_carry_the_tool_the_model_and_the_percent_codex_shows(tmp_path: Path) -> None:
     reading = _tail(tmp_path, WHOLE).poll()[-1]
-    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_PROFILE)
+    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_VERSION)
     assert (snapshot.agent_tool, snapshot.model) == ("codex", "gpt-5.3-codex")
-    shown = DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, 258_400)
+    shown = DEFAULT_CODEX_VERSION.displayed_pct(reading.last_usage, 258_400)
     assert snapshot.shown_remaining_pct == shown == 79
     assert snapshot.context_budget_remaining_pct != snapshot.shown_remaining_pct
 
@@ -148,5 +148,5 @@ def test_codex_0_169_says_whether_its_percent_counts_reasoning_and_that_decides(
         rollout.write_text("".join(json.dumps(line) + "\n" for line in _codex_0_169_usage(90_848, 32_000, includes)))
         readings = RolloutTailer(folder, folder / "state.json").poll()
         assert readings[-1].last_usage.includes_reasoning is includes
-        snapshot = to_snapshot(readings[-1], IDENTITY, CODEX_PROFILES["reference"])  # the flag overrides the profile
+        snapshot = to_snapshot(readings[-1], IDENTITY, CODEX_VERSIONS["reference"])  # the flag overrides the profile
         assert snapshot.shown_remaining_pct == shown

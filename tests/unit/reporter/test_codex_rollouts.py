@@ -4,7 +4,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reporter.budget import DEFAULT_CODEX_PROFILE
+from core.profiles import DEFAULT_CODEX_VERSION
 from reporter.codex_rollouts import RolloutTailer
 from reporter.readings import Reading
 from schemas import SourceKind
@@ -112,7 +112,7 @@ def test_a_new_file_and_a_replaced_file_are_picked_up(tmp_path: Path) -> None:
 
 def _shown(reading: Reading) -> float:
     """The percent Codex displays for the reading: it must equal Codex's own."""
-    return float(DEFAULT_CODEX_PROFILE.percent_remaining(reading.last_usage, reading.context_window))
+    return float(DEFAULT_CODEX_VERSION.displayed_pct(reading.last_usage, reading.context_window))
 
 
 def test_the_compaction_reading_says_its_usage_is_from_before_the_compaction(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.records import event_record, snapshot_record
 from reporter.delivery import DeliveryError, RefusedRecord, RejectedRecord
 from reporter.http_delivery import HttpDelivery, RetryPolicy
-from reporter.kafka_delivery import event_record, snapshot_record
 from schemas import SESSION_EVENT_ADAPTER, ThreadContextSnapshot, WorkerReportRequest
 from tests.samples import SNAPSHOT, SPEC_REPORT_REQUEST, SPEC_REPORT_RESPONSE
 from tests.unit.reporter.conftest import OK, UNAVAILABLE

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.profiles import DEFAULT_CODEX_VERSION
 from reporter import jsonl_tailer
-from reporter.budget import DEFAULT_CODEX_PROFILE
 from reporter.claude_code import TranscriptTailer
 from reporter.codex_rollouts import RolloutTailer
 from reporter.file_watch import InotifyWatch
@@ -35,7 +35,7 @@ class _Clock:
 
 
 def _identities(readings: list[Reading]) -> list[tuple[str, int]]:
-    snapshots = (to_snapshot(r, IDENTITY, DEFAULT_CODEX_PROFILE) for r in readings)
+    snapshots = (to_snapshot(r, IDENTITY, DEFAULT_CODEX_VERSION) for r in readings)
     return [(s.snapshot_id, s.snapshot_version) for s in snapshots]
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from reporter.budget import TokenUsage
+from core.profiles import TokenUsage
 from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from reporter.http_delivery import HttpDelivery, RetryPolicy
 from reporter.readings import Reading
