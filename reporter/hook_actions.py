@@ -30,12 +30,12 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from core.actions import WRAP_UP_ACTIONS
 from core.handoff import ready_for_cycle
+from reporter.agent_inbox import cycle_of
 from reporter.hooks import HookInput
 from schemas import HandoffPackage, MasterActionItem, PackageStatus
 
@@ -64,8 +64,6 @@ class ThreadDuty:
     """Open `prepare_handoff` / `pre_compaction_wrap_up` actions of the current cycle."""
     ready: bool
     """A ready package exists for the current cycle."""
-    cycle: str
-    """The current compaction cycle (a new one begins at each compaction)."""
 
 
 def package_to_check(detail: dict[str, Any]) -> str | None:
@@ -77,13 +75,10 @@ def package_to_check(detail: dict[str, Any]) -> str | None:
 def thread_duty(detail: dict[str, Any], package: HandoffPackage | None) -> ThreadDuty:
     """From the 6.3 detail (`GET .../context-budget`) and the package `package_to_check` named, fetched."""
     items = [MasterActionItem.model_validate_json(json.dumps(item)) for item in detail.get("open_master_actions") or []]
-    last_compaction = detail.get("last_compaction_at")
-    last_compaction_at = datetime.fromisoformat(last_compaction) if last_compaction else None
     return ThreadDuty(
         thread_id=detail["thread_id"],
         owed_action_ids=tuple(item.action_id for item in items if item.open and item.action in WRAP_UP_ACTIONS),
-        ready=ready_for_cycle(package, last_compaction_at),
-        cycle=f"{detail.get('compaction_count', 0)}|{last_compaction or ''}",
+        ready=ready_for_cycle(package, cycle_of(detail).last_compaction_at),
     )
 
 

@@ -28,12 +28,13 @@ from reporter.codex_app_server import CodexAppServerParser
 from reporter.git_facts import WorkFactTracker
 from reporter.handoff_assembly import FACTS_ONLY_MARK
 from reporter.handoff_write import RelayPaths
+from reporter.hook_actions import package_to_check
 from reporter.http_delivery import HttpDelivery
 from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
 from reporter.relay import DEFAULT_ASK_SECONDS, AgentAsker, Look, Relay, ThreadView, ThreadWork, no_look
 from reporter.reporter import Reporter, run_app_server
-from schemas import MasterActionRecord, PackageStatus
+from schemas import MasterActionRecord
 
 Poll = Callable[[], Awaitable[Sequence[MasterActionRecord]]]
 LOOK_TIMEOUT_SECONDS = 10.0
@@ -88,7 +89,7 @@ def api_look(api: BudgetApi) -> Look:
         if detail is None:
             return None
         cycle = cycle_of(detail)
-        held = detail.get("handoff_package_status") == PackageStatus.READY.value and detail.get("handoff_package_id")
+        held = package_to_check(detail)
         package = api.package(held) if held else None
         agents = (
             package is not None

@@ -27,14 +27,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from reporter.handoff_assembly import FACTS_ONLY_MARK
 from tests.realtools.model_server import Api, Kind, ModelServer, Script
 from tests.realtools.sessions import ClaudeSession, CodexSession, Session
 from tests.realtools.tools import Tools
 
 CTXBUDGET = Path(sys.executable).with_name("ctxbudget")
 """The README's `.venv/bin/ctxbudget`."""
-FACTS_ONLY = "[facts only"
-"""How a package made without the agent's part heads its summary (reporter/handoff_assembly.py)."""
 MAX_TURNS = 8
 REPORTER_STOP_SECONDS = 30
 
@@ -405,7 +404,7 @@ def recorded(api: str, token: str, project: str, agent_summary: str) -> Recorded
     return Recorded(
         found,
         packages,
-        sum(p["summary_text"].startswith(FACTS_ONLY) for p in packages),
+        sum(p["summary_text"].startswith(FACTS_ONLY_MARK) for p in packages),
         int(missing[0]["n"]) if missing else 0,
         waits,
         len(actions),

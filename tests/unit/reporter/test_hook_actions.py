@@ -18,7 +18,7 @@ from reporter.hook_actions import (
 from reporter.hooks import parse_hook_input
 from tests.unit.reporter.budget_fake import NOW, sample_package
 
-OWING = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=False, cycle="0|")
+OWING = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=False)
 COMMAND = handoff_command("/opt/venv/bin/ctxbudget", "s-1")
 
 
@@ -43,7 +43,7 @@ def test_the_detail_says_what_is_owed_and_a_stale_package_is_not_ready() -> None
     }
     assert package_to_check(detail) == "hp-1"
     duty = thread_duty(detail, sample_package("s-1", created_at=NOW, ready_at=NOW))  # made at 08:00, before it
-    assert duty == ThreadDuty("s-1", ("act-1",), ready=False, cycle="2|2026-03-25T09:00:00Z")
+    assert duty == ThreadDuty("s-1", ("act-1",), ready=False)
     assert package_to_check(detail | {"handoff_package_status": "draft"}) is None
 
 
@@ -53,7 +53,7 @@ def test_no_compaction_is_ever_held() -> None:
 
 
 def test_a_ready_package_or_no_duty_says_nothing_anywhere() -> None:
-    ready = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=True, cycle="0|")
+    ready = ThreadDuty(thread_id="s-1", owed_action_ids=("act-1",), ready=True)
     for name in ("Stop", "UserPromptSubmit", "PostToolUse"):
         for duty in (ready, None):
             assert decide(_hook(name), duty, HookMemory(), COMMAND).output is None
