@@ -31,7 +31,7 @@ from bench.measure import percentile
 from core.settings import Settings
 from streams.local_kafka import free_port
 from streams.topic_admin import ensure_topics
-from tests.realtools.relay_scenario import Group, Mode, Recorded, recorded, worker_token
+from tests.realtools.relay_scenario import Group, Mode, Recorded, settled, worker_token
 from tests.realtools.tools import install
 
 SETTLE_SECONDS = 120
@@ -70,21 +70,10 @@ def main(args: argparse.Namespace) -> None:
                         failures.append(f"{group.mode} relay={group.relay}: {error}"[:500])
             print(f"sessions played in {time.monotonic() - started:.0f} s", flush=True)
             summary = groups[0].script().handoff["summary"]
-            results = settle(api, operator, groups, summary)
+            results = settled(api, operator, groups, summary, SETTLE_SECONDS)
             report(groups, results)
             for failure in failures:
                 print(f"FAILED {failure}")
-
-
-def settle(api: str, token: str, groups: list[Group], summary: str) -> dict[str, Recorded]:
-    """Each group's record once every compaction its sessions made is in ClickHouse (or the settle time is over)."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        results = {g.project: recorded(api, token, g.project, summary) for g in groups}
-        behind = [g for g in groups if len(results[g.project].compactions) < sum(s.compactions for s in g.sessions)]
-        if not behind or time.monotonic() > deadline:
-            return results
-        time.sleep(2)
 
 
 def report(groups: list[Group], results: dict[str, Recorded]) -> None:

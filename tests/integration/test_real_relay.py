@@ -21,7 +21,7 @@ from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from core.settings import Settings
 from tests.integration.pipeline import served_worker
-from tests.realtools.relay_scenario import Group, Mode, Recorded, recorded, worker_token
+from tests.realtools.relay_scenario import Group, Mode, settled, worker_token
 from tests.realtools.tools import tools
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse, pytest.mark.agent_tools]
@@ -52,23 +52,14 @@ async def test_every_compaction_carries_the_agents_own_handoff(settings: Setting
             assert session.resumed, f"{group.mode}: no request after the compaction carried the resume prompt"
             assert session.work_tree_status == ["?? notes.txt"], f"{group.mode}: {session.work_tree_status}"
         summary = groups[0].script().handoff["summary"]
+        records = await asyncio.to_thread(settled, served.api, operator, groups, summary, SETTLE_SECONDS)
         for group in groups:
-            seen = await _until_recorded(served.api, operator, group, summary)
+            seen = records[group.project]
+            expected = sum(s.compactions for s in group.sessions)
+            assert len(seen.compactions) >= expected, f"{group.mode}: {len(seen.compactions)} of {expected} recorded"
             assert all(c.handoff_ready for c in seen.compactions), (group.mode, seen.compactions)
             assert all(c.agent_part for c in seen.compactions), (group.mode, seen.compactions, seen.packages)
             assert seen.handoff_missing == 0, group.mode
             assert seen.ctxbudget_paths == [], group.mode
             if group.mode is Mode.CLAUDE_MANUAL:
                 assert {c.trigger_mode for c in seen.compactions} == {"manual"}, seen.compactions
-
-
-async def _until_recorded(api: str, token: str, group: Group, summary: str) -> Recorded:
-    """The group's compactions once ClickHouse holds every one the sessions made."""
-    expected = sum(s.compactions for s in group.sessions)
-    deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
-    while True:
-        seen = await asyncio.to_thread(recorded, api, token, group.project, summary)
-        if len(seen.compactions) >= expected or asyncio.get_running_loop().time() > deadline:
-            assert len(seen.compactions) >= expected, f"{group.mode}: {len(seen.compactions)} of {expected} recorded"
-            return seen
-        await asyncio.sleep(1)

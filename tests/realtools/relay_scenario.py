@@ -412,5 +412,17 @@ def recorded(api: str, token: str, project: str, agent_summary: str) -> Recorded
     )
 
 
+def settled(api: str, token: str, groups: list[Group], summary: str, within: float) -> dict[str, Recorded]:
+    """Each group's record (by project) once ClickHouse holds every compaction its sessions made, or `within` seconds
+    are over: the sinks write a moment after the folds."""
+    deadline = time.monotonic() + within
+    while True:
+        results = {g.project: recorded(api, token, g.project, summary) for g in groups}
+        behind = [g for g in groups if len(results[g.project].compactions) < sum(s.compactions for s in g.sessions)]
+        if not behind or time.monotonic() > deadline:
+            return results
+        time.sleep(1)
+
+
 def seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
