@@ -44,7 +44,8 @@ class KafkaPublisher:
 
     async def stop(self) -> None:
         try:
-            await asyncio.wait_for(self._producer.flush(), STOP_FLUSH_SECONDS)
+            async with asyncio.timeout(STOP_FLUSH_SECONDS):
+                await self._producer.flush()
         except TimeoutError:
             # aiokafka's stop flushes without a bound; failing what is left (no public call does) lets it close.
             self._producer._message_accumulator.fail_all(KafkaUnavailable("the API stopped before Kafka acknowledged"))

@@ -82,7 +82,8 @@ class ClickHouseProbe(_CachedProbe):
 
     async def _probe(self) -> bool:
         try:
-            return bool(await asyncio.wait_for(asyncio.to_thread(self.ping), self.timeout))
+            async with asyncio.timeout(self.timeout):
+                return bool(await asyncio.to_thread(self.ping))
         except Exception:  # refused, timed out, or any driver error: not reachable
             return False
 
@@ -107,7 +108,8 @@ class KafkaProbe(_CachedProbe):
     async def _probe(self) -> bool:
         for host, _, port in self.addresses:
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    _, writer = await asyncio.open_connection(host, int(port))
             except (OSError, TimeoutError, ValueError):
                 continue
             writer.close()

@@ -104,7 +104,8 @@ class AppServerClient:
             if process.stdin is not None:
                 process.stdin.close()
             try:
-                await asyncio.wait_for(process.wait(), 5)
+                async with asyncio.timeout(5):
+                    await process.wait()
             except TimeoutError:
                 process.terminate()
                 await process.wait()
@@ -128,7 +129,8 @@ class AppServerClient:
         self._pending[request_id] = future
         try:
             await self._write({"method": method, "id": request_id, "params": params})
-            return await asyncio.wait_for(future, REQUEST_SECONDS)
+            async with asyncio.timeout(REQUEST_SECONDS):
+                return await future
         finally:
             self._pending.pop(request_id, None)
 

@@ -265,7 +265,8 @@ class Relay:
         else:
             return None
         try:
-            return await asyncio.wait_for(question, self.ask_seconds)
+            async with asyncio.timeout(self.ask_seconds):
+                return await question
         except TimeoutError:
             log.warning("relay: the agent of thread %r gave no handoff in %.0f s", thread_id, self.ask_seconds)
         except Exception:  # an agent tool that fails must not stop the relay: facts alone still make a package
@@ -309,7 +310,8 @@ class Relay:
                 failures = 0 if delivered else failures + 1
                 wait = poll_seconds if delivered else RETRY.delay(failures, None)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.woken.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self.woken.wait()
         finally:
             for task in working.values():
                 task.cancel()

@@ -272,7 +272,8 @@ async def run_rollouts(reporter: Reporter, tailers: AnyTailer | Sequence[AnyTail
                     tailer.commit()
             due = reporter.seconds_until_due()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(reporter.woken.wait(), poll_seconds if due is None else min(poll_seconds, due))
+                async with asyncio.timeout(poll_seconds if due is None else min(poll_seconds, due)):
+                    await reporter.woken.wait()
     finally:  # stopped: save what a save held back, unless its events are still owed
         for tailer, done in zip(tailers, delivered, strict=True):
             if done:

@@ -91,7 +91,8 @@ class SpooledDelivery:
         """Give delivery `drain_seconds` to empty the spool, then stop; the rest stays on disk for the next run."""
         if self._task is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._drained.wait()), self.drain_seconds)
+                async with asyncio.timeout(self.drain_seconds):
+                    await self._drained.wait()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task

@@ -89,14 +89,17 @@ async def broker_answers(bootstrap: str, timeout_s: float = 5.0) -> bool:
     """True when the broker answers a metadata request (not merely accepts TCP connections)."""
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:  # a cheap TCP probe first, so a broker that is still starting costs no client set-up (nor its error logs)
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(host, int(port))
         writer.close()
     except (OSError, TimeoutError):
         return False
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
     try:
-        await asyncio.wait_for(admin.start(), timeout_s)
-        cluster = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await admin.start()
+        async with asyncio.timeout(timeout_s):
+            cluster = await admin.describe_cluster()
         return bool(cluster.get("brokers"))
     except Exception:
         return False

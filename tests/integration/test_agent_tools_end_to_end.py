@@ -102,7 +102,8 @@ async def _start_report(tools: list[Tool], tmp_path: Path, api: str, token: str)
 async def _stop(process: asyncio.subprocess.Process) -> str:
     if process.returncode is None:
         process.send_signal(signal.SIGINT)
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    async with asyncio.timeout(60):
+        output, _ = await process.communicate()
     return output.decode(errors="replace")
 
 

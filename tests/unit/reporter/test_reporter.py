@@ -11,7 +11,7 @@ from reporter.codex_app_server import CodexAppServerParser
 from reporter.codex_rollouts import RolloutTailer
 from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.readings import Identity
-from reporter.reporter import Reporter, run_app_server, run_events
+from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
 from reporter.spool import Spool
 from reporter.spooled_delivery import SpooledDelivery
 from schemas import (
@@ -343,3 +343,20 @@ async def test_an_app_server_compaction_is_sent_as_events_as_it_starts_and_ends(
 async def _lines(lines: list[str]) -> AsyncIterator[str]:
     for line in lines:
         yield line
+
+
+async def test_a_stop_that_lands_as_the_loop_is_woken_still_stops_it() -> None:
+    """Ctrl-C or SIGTERM cancels the rollout loop; a cancel arriving in the same turn as a wake-up (a delivery's
+    answer) must not be swallowed, or the reporter tails on after its stop (asyncio.wait_for on 3.11 does that)."""
+    for turns in range(6):  # the cancel lands 0..5 scheduler turns after the wake-up: the window is among them
+        reporter = Reporter(IDENTITY, _Delivery(), clock=_Clock())
+        task = asyncio.create_task(run_rollouts(reporter, [], poll_seconds=30))
+        for _ in range(5):
+            await asyncio.sleep(0)  # into its wait
+        reporter.woken.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=2)
+        assert done, f"cancelled {turns} turns after the wake-up, the loop went on"
+        assert task.cancelled()
