@@ -6,7 +6,7 @@ Both must never get in the tool's way: they exit 0 whatever happens, and say wha
   do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway. It is
   run after every message: a thread is reported at most at spec 5.1's cadence (`claude_statusline.report_due`); a
   run that does not report still delivers what an earlier one left spooled.
-- `hook` answers the tool first, when given the API (reporter/hook_acting.py: tell the agent to write its handoff,
+- `hook` answers the tool first, when given the API (reporter/hooks/acting.py: tell the agent to write its handoff,
   resume a thread), printing its JSON answer on stdout; then it turns the input into session events: to Kafka when
   `CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS` is set, else appended to `--events-file` (JSON lines that
   `ctxbudget report --from events --input` passes on). PostToolUse runs after every tool call: it asks the API with
@@ -30,7 +30,7 @@ import typer
 from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile
 from core.settings import Settings
 from reporter.budget_api import HOOK_TIMEOUT_SECONDS, BudgetApi
-from reporter.claude_statusline import (
+from reporter.claude_code.statusline import (
     LastReport,
     StatusReports,
     parse_status_input,
@@ -38,15 +38,15 @@ from reporter.claude_statusline import (
     report_due,
     status_reading,
 )
-from reporter.hook_acting import ANSWERED_EVENTS, Acted, Program, act
-from reporter.hook_actions import POST_TOOL_USE, Tool
-from reporter.hook_install import default_program
-from reporter.hooks import hook_events, parse_hook_input
-from reporter.http_delivery import HttpDelivery
-from reporter.kafka_delivery import KafkaDelivery
+from reporter.delivery.http import HttpDelivery
+from reporter.delivery.kafka import KafkaDelivery
+from reporter.delivery.spool import Spool
+from reporter.delivery.spooled import SpooledDelivery
+from reporter.hooks.acting import ANSWERED_EVENTS, Acted, Program, act
+from reporter.hooks.actions import POST_TOOL_USE, Tool
+from reporter.hooks.install import default_program
+from reporter.hooks.payload import hook_events, parse_hook_input
 from reporter.readings import Identity, Reading, reading_level, to_snapshot
-from reporter.spool import Spool
-from reporter.spooled_delivery import SpooledDelivery
 from reporter.worker_state import HOOK_EVENTS, HOOK_STATE, PATCHES, STATUSLINE_SPOOL, state_dir
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 
@@ -134,7 +134,7 @@ def hook(
     project_id: Annotated[str | None, typer.Option(envvar="CTXBUDGET_PROJECT_ID")] = None,
 ) -> None:
     """A Claude Code or Codex hook (PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit, PostToolUse):
-    with `--api-url`, answers for a thread that owes a handoff (reporter/hook_actions.py); always reports compaction
+    with `--api-url`, answers for a thread that owes a handoff (reporter/hooks/actions.py); always reports compaction
     facts."""
     del tool  # accepted as the installed commands name it: both tools read the same answers
     try:

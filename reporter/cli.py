@@ -18,12 +18,16 @@ import typer
 
 from core.profiles import CODEX_VERSIONS, ClaudeCodeProfile
 from core.settings import Settings
-from reporter.app_server_client import AppServerClient, Sandbox
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_app_server import CodexAppServerParser
-from reporter.codex_formats import codex_home
-from reporter.codex_rollouts import RolloutTailer
+from reporter.claude_code.transcripts import TranscriptTailer
+from reporter.codex.app_server import CodexAppServerParser
+from reporter.codex.app_server_client import AppServerClient, Sandbox
+from reporter.codex.formats import codex_home
+from reporter.codex.rollouts import RolloutTailer
 from reporter.delivery import Delivery
+from reporter.delivery.http import HttpDelivery
+from reporter.delivery.kafka import KafkaDelivery
+from reporter.delivery.spool import Spool, SpoolBusy, claim_spool, lock_directory
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.git_facts import (
     DEFAULT_DECISION_PATHS,
     DEFAULT_HARDWARE_PATTERNS,
@@ -31,12 +35,9 @@ from reporter.git_facts import (
     FactPatterns,
     WorkFactTracker,
 )
-from reporter.handoff_write import RelayPaths
-from reporter.http_delivery import HttpDelivery
-from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
-from reporter.relay import Relay, ThreadWork
-from reporter.relay_runner import (
+from reporter.relay.relay import Relay, ThreadWork
+from reporter.relay.runner import (
     RelayOptions,
     app_server_work,
     build_relay,
@@ -45,9 +46,8 @@ from reporter.relay_runner import (
     run_as_app_server_client,
     tracked_work,
 )
+from reporter.relay.write import RelayPaths
 from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
-from reporter.spool import Spool, SpoolBusy, claim_spool, lock_directory
-from reporter.spooled_delivery import SpooledDelivery
 from reporter.worker_state import SPOOL, state_dir
 
 

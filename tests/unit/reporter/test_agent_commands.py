@@ -168,7 +168,7 @@ def test_the_status_line_reports_at_most_at_the_cadence_but_prints_every_time(tm
 def test_report_due_follows_spec_5_1() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from reporter.claude_statusline import LastReport, report_due
+    from reporter.claude_code.statusline import LastReport, report_due
     from schemas import ContextBudgetLevel
 
     now = datetime(2026, 12, 1, tzinfo=UTC)

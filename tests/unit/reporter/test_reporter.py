@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reporter.cli import file_lines
-from reporter.codex_app_server import CodexAppServerParser
-from reporter.codex_rollouts import RolloutTailer
+from reporter.codex.app_server import CodexAppServerParser
+from reporter.codex.rollouts import RolloutTailer
 from reporter.delivery import DeliveryError, RejectedRecord
+from reporter.delivery.spool import Spool
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
-from reporter.spool import Spool
-from reporter.spooled_delivery import SpooledDelivery
 from schemas import (
     CompactionCompleted,
     CompactionStarted,
