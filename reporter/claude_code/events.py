@@ -19,23 +19,17 @@ import json
 from datetime import datetime
 from typing import Any
 
+from reporter.session_events import TOOL_RESULT, compaction_finished, compaction_started, estimate_tokens
 from schemas import MessageRole, TriggerMode
 from schemas.session_events import (
-    CompactionCompleted,
     CompactionStarted,
-    CompactionSummary,
     MessageAdded,
     SessionEvent,
     ToolResultAdded,
     UsageSample,
 )
 
-TOOL_RESULT = "tool_result"
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-
-
-def estimate_tokens(text: str) -> int:
-    return max(1, len(text.encode()) // 4) if text else 0
 
 
 def _block_text(block: Any) -> str:
@@ -52,12 +46,6 @@ def _block_text(block: Any) -> str:
         content = block.get("content")
         return content if isinstance(content, str) else "".join(_block_text(b) for b in content or [])
     return ""  # thinking of earlier turns is not carried; images are not counted here
-
-
-def trigger_of(trigger: str | None, last_surface: str | None) -> TriggerMode:
-    if trigger == "manual":
-        return TriggerMode.MANUAL
-    return TriggerMode.MID_LOOP if last_surface == TOOL_RESULT else TriggerMode.REQUEST_START
 
 
 def assistant_events(
@@ -161,35 +149,6 @@ def user_events(record: dict[str, Any], thread_id: str, at: datetime, tool_names
                 )
             )
     return events
-
-
-def compaction_started(
-    thread_id: str, event_id: str, at: datetime, mode: TriggerMode, tokens_before: int | None
-) -> CompactionStarted:
-    return CompactionStarted(
-        thread_id=thread_id, event_id=event_id, occurred_at=at, trigger_mode=mode, tokens_before=tokens_before
-    )
-
-
-def compaction_finished(
-    thread_id: str, id_prefix: str, at: datetime, mode: TriggerMode, tokens_before: int | None, summary: int | None
-) -> list[SessionEvent]:
-    """The summary that replaced the compacted span (the surface drops to it; absent when its size is unknown) and
-    the compaction's end."""
-    completed = CompactionCompleted(
-        thread_id=thread_id,
-        event_id=f"{id_prefix}-end",
-        occurred_at=at,
-        trigger_mode=mode,
-        tokens_before=tokens_before,
-        tokens_after=summary,
-    )
-    if summary is None:
-        return [completed]
-    replaced = CompactionSummary(
-        thread_id=thread_id, event_id=f"{id_prefix}-sum", occurred_at=at, trigger_mode=mode, summary_token_count=summary
-    )
-    return [replaced, completed]
 
 
 def boundary_event(record: dict[str, Any], thread_id: str, at: datetime, mode: TriggerMode) -> CompactionStarted:

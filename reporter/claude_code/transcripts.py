@@ -40,20 +40,19 @@ from core.profiles import ClaudeCodeProfile, TokenUsage
 from reporter.atomic_file import write_atomically
 from reporter.claude_code.events import (
     EDIT_TOOLS,
-    TOOL_RESULT,
     assistant_events,
     boundary_event,
     shell_commands,
     summary_events,
     tool_calls,
     tool_outcomes,
-    trigger_of,
     user_events,
 )
 from reporter.git_facts import WorkFactTracker
 from reporter.jsonl_tailer import FileState, JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
+from reporter.session_events import TOOL_RESULT, trigger_of
 from schemas import SourceKind, TriggerMode
 from schemas.copies import replaced
 from schemas.session_events import ToolResultAdded, UsageSample

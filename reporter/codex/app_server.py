@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict
 
 from core.profiles import TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.claude_code.events import compaction_started
 from reporter.readings import CODEX_COMPACTION_TRIGGER, Reading, SkipLog
+from reporter.session_events import compaction_started
 from schemas import CompactionCompleted, SessionEvent, SourceKind, TriggerMode
 
 log = logging.getLogger(__name__)

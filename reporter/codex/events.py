@@ -13,7 +13,7 @@ As Codex writes them (tests/data/codex, openai/codex `codex-rs/protocol`):
 `event_msg` `user_message` / `agent_message` repeat the response items for display and add nothing. Reasoning items
 of earlier turns are not carried into the next request and are not counted.
 
-Sizes are estimates (`claude_events.estimate_tokens`); usage samples anchor them. Rollout records carry no id: event
+Sizes are estimates (`session_events.estimate_tokens`); usage samples anchor them. Rollout records carry no id: event
 ids come from the thread and the line's end offset, so a re-read yields the same events.
 """
 
@@ -25,7 +25,7 @@ import shlex
 from datetime import datetime
 from typing import Any
 
-from reporter.claude_code.events import estimate_tokens
+from reporter.session_events import estimate_tokens
 from schemas import MessageRole
 from schemas.session_events import MessageAdded, SessionEvent, ToolResultAdded
 

@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.profiles import TokenUsage
 from reporter.atomic_file import write_atomically
-from reporter.claude_code.events import TOOL_RESULT, compaction_finished, compaction_started, trigger_of
 from reporter.codex.events import (
     call_names,
     command_outcomes,
@@ -53,6 +52,7 @@ from reporter.git_facts import WorkFactTracker
 from reporter.jsonl_tailer import FileState, JsonlTailer, decode_line
 from reporter.jsonl_tailer import LineResult as JsonlLineResult
 from reporter.readings import Reading, SkipLog
+from reporter.session_events import TOOL_RESULT, compaction_finished, compaction_started, trigger_of
 from schemas import SourceKind
 from schemas.copies import replaced
 from schemas.session_events import ToolResultAdded, UsageSample

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from core.profiles import ProfileSet
-from reporter.claude_code.events import estimate_tokens
 from reporter.codex.events import command_outcomes, shell_commands
 from reporter.codex.rollouts import RolloutTailer
 from reporter.git_facts import FactPatterns, WorkFactTracker
 from reporter.reporter import run_rollouts
+from reporter.session_events import estimate_tokens
 from schemas import MessageRole, TriggerMode, WorkFact
 from schemas.session_events import (
     CompactionCompleted,
