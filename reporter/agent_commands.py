@@ -43,10 +43,11 @@ from reporter.delivery.kafka import KafkaDelivery
 from reporter.delivery.spool import Spool
 from reporter.delivery.spooled import SpooledDelivery
 from reporter.hooks.acting import ANSWERED_EVENTS, Acted, Program, act
-from reporter.hooks.actions import POST_TOOL_USE, Tool
+from reporter.hooks.actions import POST_TOOL_USE
 from reporter.hooks.install import default_program
 from reporter.hooks.payload import hook_events, parse_hook_input
 from reporter.readings import Identity, Reading, reading_level, to_snapshot
+from reporter.tools import Tool
 from reporter.worker_state import HOOK_EVENTS, HOOK_STATE, PATCHES, STATUSLINE_SPOOL, state_dir
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent
 

@@ -23,15 +23,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from core.profiles import DEFAULT_CODEX_VERSION, CodexProfile
 from reporter.atomic_file import write_atomically
 from reporter.cadence import Cadence, Outgoing
-from reporter.claude_code.transcripts import TranscriptTailer
 from reporter.codex.app_server import CodexAppServerParser
-from reporter.codex.rollouts import RolloutTailer
 from reporter.delivery import Delivery, DeliveryError, RejectedRecord
 from reporter.delivery.spooled import SpooledDelivery
 from reporter.jsonl_tailer import JsonlTailer
@@ -43,7 +42,8 @@ from schemas.copies import replaced
 log = logging.getLogger(__name__)
 
 _EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
-AnyTailer = RolloutTailer | TranscriptTailer
+AnyTailer = JsonlTailer[Any]
+"""Any tool's files' tailer (reporter/tools.py)."""
 EVENTS_PER_REQUEST = 200
 """Session events sent in one request (a round of hundreds of busy threads reads a few hundred, each well under a
 kilobyte: far below the API's body limit)."""

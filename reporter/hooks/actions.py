@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from core.actions import WRAP_UP_ACTIONS
@@ -48,11 +47,6 @@ HANDOFF_SHAPE = (
     '{"summary": "<what was done, where it stands, what the next thread must know>", '
     '"open_questions": ["..."], "next_actions": ["..."], "decision_links": ["..."]}'
 )
-
-
-class Tool(StrEnum):
-    CLAUDE = "claude"
-    CODEX = "codex"
 
 
 @dataclass(frozen=True)

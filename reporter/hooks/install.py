@@ -1,8 +1,9 @@
 """`ctxbudget hooks install --tool claude|codex [--scope user|project]`: writes our hook entries into the tool's
 hooks config, merged with what is there.
 
-Where: Claude Code reads `hooks` from `~/.claude/settings.json` (user) or `<project>/.claude/settings.json`;
-Codex reads `~/.codex/hooks.json` (user; `$CODEX_HOME` when set) or `<project>/.codex/hooks.json`. Both files have
+Where: each tool's `hooks_config` (reporter/<tool>/tool.py). Claude Code reads `hooks` from `~/.claude/settings.json`
+(user) or `<project>/.claude/settings.json`; Codex reads `~/.codex/hooks.json` (user; `$CODEX_HOME` when set) or
+`<project>/.codex/hooks.json`. Both files have
 the same `hooks` shape: event -> [{"matcher": ..., "hooks": [{"type": "command", "command": ..., "timeout": s}]}]
 (Codex: codex-rs/config/src/hook_config.rs).
 
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,9 +28,8 @@ from typing import Annotated, Any
 import typer
 
 from reporter.atomic_file import write_atomically
-from reporter.codex import trust as codex_trust
-from reporter.codex.formats import codex_home
-from reporter.hooks.actions import Tool
+from reporter.hooks.command import hook_command, ours
+from reporter.tools import Tool, agent_tool
 
 HOOK_TIMEOUT_SECONDS = 15
 """The hook asks the API with a few seconds' timeout per request; the tool kills it after this."""
@@ -48,12 +48,8 @@ class Scope(StrEnum):
     PROJECT = "project"
 
 
-def config_path(tool: Tool, scope: Scope, home: Path, project: Path, codex_home: str | None = None) -> Path:
-    if tool is Tool.CLAUDE:
-        return (home if scope is Scope.USER else project) / ".claude" / "settings.json"
-    if scope is Scope.USER:
-        return (Path(codex_home) if codex_home else home / ".codex") / "hooks.json"
-    return project / ".codex" / "hooks.json"
+def config_path(tool: Tool, scope: Scope, home: Path, project: Path, environ: Mapping[str, str]) -> Path:
+    return agent_tool(tool).hooks_config(scope is Scope.USER, home, project, environ)
 
 
 def default_program() -> str:
@@ -62,22 +58,6 @@ def default_program() -> str:
     if running.name == "ctxbudget" and running.is_file():
         return str(running.absolute())
     return shutil.which("ctxbudget") or "ctxbudget"
-
-
-def hook_command(program: str, tool: Tool, api_url: str | None) -> str:
-    parts = [program, "hook", "--tool", tool.value] + (["--api-url", api_url] if api_url else [])
-    return shlex.join(parts)
-
-
-def ours(command: object) -> bool:
-    """A command this installer wrote: it runs a `ctxbudget` program with the `hook` subcommand."""
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    return len(words) >= 2 and Path(words[0]).name == "ctxbudget" and words[1] == "hook"
 
 
 def our_entries(command: str) -> dict[str, list[dict[str, Any]]]:
@@ -152,7 +132,7 @@ def install_command(
 ) -> None:
     """Write ctxbudget's PreCompact, PostCompact, SessionStart, Stop, UserPromptSubmit and PostToolUse hooks, keeping
     the rest."""
-    path = config_path(tool, scope, Path.home(), project_dir.resolve(), os.environ.get("CODEX_HOME"))
+    path = config_path(tool, scope, Path.home(), project_dir.resolve(), os.environ)
     command = hook_command(program or default_program(), tool, api_url)
     written = install(path, command)
     typer.echo(f"{'wrote' if written else 'already up to date:'} {path}")
@@ -161,10 +141,6 @@ def install_command(
         "The hook, and the `handoff write` it tells the agent to run, read CTXBUDGET_WORKER_TOKEN (and "
         "CTXBUDGET_API_URL) from the tool's environment."
     )
-    if tool is not Tool.CODEX:
-        return
-    if trust:
-        config = codex_home() / "config.toml"
-        typer.echo(f"trusted {codex_trust.trust(path, config, only=ours)} ctxbudget hooks in {config}")
-    else:
-        typer.echo("Codex runs a new hook only once you trust it: `--trust`, or review it in Codex's /hooks.")
+    after_install = agent_tool(tool).after_install
+    if after_install is not None:
+        typer.echo(after_install(path, trust))

@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 
 from ctxbudget.cli import app
 from reporter.codex.trust import snake_case, trusted_config
-from reporter.hooks.actions import Tool
-from reporter.hooks.install import MATCHERS, Scope, config_path, hook_command, merged, ours
+from reporter.hooks.command import hook_command, ours
+from reporter.hooks.install import MATCHERS, Scope, config_path, merged
+from reporter.tools import Tool
 
 USER_HOOKS = {
     "model": "opus",
@@ -83,8 +84,10 @@ def test_codex_hooks_go_to_its_hooks_json(tmp_path: Path) -> None:
 
 def test_where_each_tool_reads_its_hooks(tmp_path: Path) -> None:
     home, project = tmp_path / "h", tmp_path / "p"
-    assert config_path(Tool.CLAUDE, Scope.PROJECT, home, project) == project / ".claude" / "settings.json"
-    assert config_path(Tool.CODEX, Scope.USER, home, project, "/srv/codex") == Path("/srv/codex/hooks.json")
+    assert config_path(Tool.CLAUDE, Scope.PROJECT, home, project, {}) == project / ".claude" / "settings.json"
+    assert config_path(Tool.CODEX, Scope.USER, home, project, {"CODEX_HOME": "/srv/codex"}) == Path(
+        "/srv/codex/hooks.json"
+    )
 
 
 def test_only_our_commands_are_ours() -> None:
