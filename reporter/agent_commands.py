@@ -4,7 +4,7 @@ Both must never get in the tool's way: they exit 0 whatever happens, and say wha
 - `statusline` prints the line at once, then (with `--api-url`) reports the thread's snapshot through its own spool,
   waiting at most a second: what is not delivered stays spooled and goes out with a later update. Overlapping runs
   do not share the spool: a run that finds it locked leaves reporting to the next update, which is newer anyway. It is
-  run after every message: a thread is reported at most at spec 5.1's cadence (`claude_statusline.report_due`); a
+  run after every message: a thread is reported at most at spec 5.1's cadence (`claude_code.statusline.report_due`); a
   run that does not report still delivers what an earlier one left spooled.
 - `hook` answers the tool first, when given the API (reporter/hooks/acting.py: tell the agent to write its handoff,
   resume a thread), printing its JSON answer on stdout; then it turns the input into session events: to Kafka when

@@ -98,7 +98,7 @@ def _usage(breakdown: Any) -> TokenUsage:
         raise ValueError("a usage breakdown is not an object")
     input_tokens, output_tokens = count("inputTokens"), count("outputTokens")
     return TokenUsage(
-        # Without a total, input + output, as ccusage-style readers and the rollout reader (`codex_formats`) count.
+        # Without a total, input + output, as ccusage-style readers and the rollout reader (`codex.formats`) count.
         total_tokens=count("totalTokens") if "totalTokens" in breakdown else input_tokens + output_tokens,
         input_tokens=input_tokens,
         cached_input_tokens=count("cachedInputTokens"),

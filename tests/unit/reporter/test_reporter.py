@@ -82,7 +82,7 @@ async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
 
 async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
     sent = await _report_app_server(app_server_lines)
-    # The displayed percents of this session in Codex are 81, 44, 11, 93, 64 (test_codex_app_server); the
+    # The displayed percents of this session in Codex are 81, 44, 11, 93, 64 (codex/test_app_server.py); the
     # snapshots carry the budget: room before Codex's auto-compaction at 90% of the model's window, hence lower.
     assert [(round(s.context_budget_remaining_pct), s.context_budget_level, s.compaction_count) for s in sent] == [
         (79, ContextBudgetLevel.SAFE, 0),

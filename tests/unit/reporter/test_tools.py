@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
 import reporter
 from core.profiles import ClaudeCodeProfile, ProfileSet
-from reporter.agent_tool import ReadOptions
+from reporter.agent_tool import AgentTool, ReadOptions
 from reporter.cli import EVENTS, Source
 from reporter.git_facts import WorkFactTracker
 from reporter.jsonl_tailer import JsonlTailer
 from reporter.tools import FILE_SOURCES, TOOLS, Tool
 
+ROOT = Path(__file__).parents[3]
 SHARED_PACKAGES = {"delivery", "hooks", "relay"}
 """reporter/'s packages that serve every tool; any other package is a tool's."""
 
@@ -29,6 +31,13 @@ def test_every_tool_package_has_its_line_in_the_registry() -> None:
     packages = {name: importlib.import_module(f"reporter.{name}.tool").TOOL for name in _tool_packages()}
     assert [name for name, tool in packages.items() if tool not in TOOLS] == [], "not in reporter/tools.py's TOOLS"
     assert len(packages) == len(TOOLS), "an entry of TOOLS has no package of its own"
+
+
+def test_no_tool_package_imports_another_s() -> None:
+    """The import-linter contract that keeps tool packages apart names every one of them."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    independent = [set(c["modules"]) for c in contracts if c["type"] == "independence"]
+    assert {f"reporter.{name}" for name in _tool_packages()} in independent
 
 
 def test_the_cli_choices_are_the_registry_s() -> None:
@@ -48,7 +57,7 @@ def test_core_knows_every_tool_s_profile_and_model_names() -> None:
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
-def test_each_tool_s_files_and_hooks_are_its_own(tool, tmp_path: Path) -> None:
+def test_each_tool_s_files_and_hooks_are_its_own(tool: AgentTool, tmp_path: Path) -> None:
     options = ReadOptions(WorkFactTracker(), ClaudeCodeProfile())
     tailer = tool.files.tailer(tmp_path, tmp_path / tool.files.state_name, options)
     assert isinstance(tailer, JsonlTailer)
