@@ -12,8 +12,9 @@ from importlib.util import find_spec
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from reporter.agent_commands import hook, statusline
+from reporter.claude_code.statusline_command import statusline
 from reporter.cli import report
+from reporter.hooks.commands import hook
 from reporter.hooks.install import hooks_app
 from reporter.relay.commands import handoff_app
 

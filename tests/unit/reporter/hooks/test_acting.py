@@ -51,7 +51,7 @@ def run(api: FakeBudgetApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("CTXBUDGET_RESUME_PACKAGE", raising=False)
     monkeypatch.delenv("CTXBUDGET_API_URL", raising=False)
-    monkeypatch.setattr("reporter.agent_commands.default_program", lambda: PROGRAM)
+    monkeypatch.setattr("reporter.hooks.commands.default_program", lambda: PROGRAM)
 
     def invoke(payload: str, *extra: str, env: dict[str, str] | None = None) -> Result:
         args = ["hook", "--api-url", api.url, "--token", "t", "--state-file", str(tmp_path / "hooks-state.json")]

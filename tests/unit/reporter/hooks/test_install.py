@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from ctxbudget.cli import app
 from reporter.codex.trust import snake_case, trusted_config
-from reporter.hooks.command import hook_command, ours
 from reporter.hooks.install import MATCHERS, Scope, config_path, merged
+from reporter.hooks.installed import hook_command, ours
 from reporter.tools import Tool
 
 USER_HOOKS = {
