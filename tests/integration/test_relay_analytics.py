@@ -13,7 +13,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from api.tokens import Role
 from reporter.handoff_assembly import FACTS_ONLY_MARK
 from schemas import ContextAlert, ContextEvent, HandoffPackage, MasterActionRecord, Record, ThreadContextSnapshot
 from schemas.events import CompactionFinished
@@ -24,10 +26,13 @@ from sinks.tables import (
     CONTEXT_EVENTS,
     MASTER_ACTIONS,
     THREAD_CONTEXT_ALERTS,
+    THREAD_CONTEXT_LATEST,
     THREAD_CONTEXT_SNAPSHOTS,
     THREAD_HANDOFF_PACKAGES,
 )
 from tests.conftest import fresh_database
+from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
+from tests.unit.sinks.records import engine_outputs
 
 pytestmark = pytest.mark.clickhouse
 
@@ -299,3 +304,85 @@ def test_a_threads_timeline_has_its_budget_and_each_compaction_action_state_and_
         (at(10, 25), "package", "hp-a2", None, "ready", "facts_only"),
         (at(11), "compaction", "cc-a2", None, "mid_loop", "ready"),
     ]
+
+
+# -- the API's reads of these views, with roles and project scope ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(relay: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    for thread in ("thread-a", "thread-z"):  # the threads' latest state: their project, for the timeline's scope
+        load(relay, THREAD_CONTEXT_LATEST, engine_outputs(thread, project_of(thread))["thread-state"][-1:])
+    with TestClient(make_app(tmp_path_factory.mktemp("api"), RecordingPublisher(), clickhouse=relay)) as client:
+        yield client
+
+
+USER_A = bearer(Role.USER, "kris", "proj-a")
+OPERATOR = bearer(Role.OPERATOR, "ops")
+A_YEAR = {"days": 366}  # the dataset's days are in March 2026
+
+
+def test_a_user_reads_the_relay_days_of_its_own_projects_only(http: TestClient) -> None:
+    answer = http.get("/api/v1/analytics/relay", params=A_YEAR, headers=USER_A)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert {(r["day"], r["project_id"], r["agent_tool"]) for r in body["relay"]} == {
+        ("2026-03-25", "proj-a", "codex"),
+        ("2026-03-25", "proj-a", "unknown"),
+        ("2026-03-26", "proj-a", "claude-code"),
+    }
+    codex = next(r for r in body["relay"] if r["agent_tool"] == "codex")
+    assert (codex["compactions"], codex["with_agent_part"], codex["ready_p50_seconds"]) == (3, 1, 600.0)
+    assert {(r["agent_tool"], r["level"], r["thread_hours"]) for r in body["levels"]} == {
+        ("codex", "safe", 1.0),
+        ("codex", "watch", 1.0),
+        ("codex", "urgent", 2.0),
+        ("claude-code", "safe", 0.5),
+    }
+
+
+def test_another_projects_relay_days_are_404_to_a_user_and_open_to_an_operator(http: TestClient) -> None:
+    assert (
+        http.get("/api/v1/analytics/relay", params={**A_YEAR, "project_id": "proj-z"}, headers=USER_A).status_code
+        == 404
+    )
+    answer = http.get("/api/v1/analytics/relay", params={**A_YEAR, "project_id": "proj-z"}, headers=OPERATOR)
+    assert [(r["project_id"], r["compactions"]) for r in answer.json()["relay"]] == [("proj-z", 1)]
+    everything = http.get("/api/v1/analytics/relay", params=A_YEAR, headers=OPERATOR).json()
+    assert len(everything["relay"]) == 4
+
+
+def test_the_relay_days_start_at_the_window(http: TestClient) -> None:
+    answer = http.get("/api/v1/analytics/relay", params={"days": 7}, headers=OPERATOR).json()
+    assert answer["relay"] == []
+    assert answer["levels"] == []
+
+
+def test_a_worker_may_not_read_the_analytics(http: TestClient) -> None:
+    worker = bearer(Role.WORKER, "w-1", "proj-a")
+    assert http.get("/api/v1/analytics/relay", headers=worker).status_code == 403
+    assert http.get("/api/v1/threads/thread-a/timeline", headers=worker).status_code == 403
+
+
+def test_a_threads_timeline_is_its_projects_callers_and_keeps_the_newest_points(http: TestClient) -> None:
+    answer = http.get("/api/v1/threads/thread-a/timeline", headers=USER_A)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["project_id"], body["truncated"]) == ("proj-a", False)
+    kinds = [p["kind"] for p in body["points"]]
+    assert (kinds.count("budget"), kinds.count("compaction"), kinds.count("package")) == (4, 3, 3)
+    assert body["points"][0] == {
+        "schema_version": 1,
+        "at": "2026-03-25T08:00:00Z",
+        "kind": "budget",
+        "ref": f"thread-a:{at(8).isoformat()}",
+        "remaining_pct": 90.0,
+        "label": "safe",
+        "detail": "",
+    }
+    newest = http.get("/api/v1/threads/thread-a/timeline", params={"limit": 2}, headers=USER_A).json()
+    assert newest["truncated"] is True
+    assert [p["ref"] for p in newest["points"]] == [p["ref"] for p in body["points"][-2:]]
+    assert http.get("/api/v1/threads/thread-z/timeline", headers=USER_A).status_code == 404
+    assert http.get("/api/v1/threads/thread-z/timeline", headers=OPERATOR).status_code == 200
+    assert http.get("/api/v1/threads/thread-none/timeline", headers=OPERATOR).status_code == 404
