@@ -626,7 +626,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         10,
-        "relay analytics: threads' tool and model, the relay per project, tool, model and day, levels, thread timeline",
+        "relay analytics: threads' tool, model and time; the relay per project, tool, model and day; levels; timeline",
         (
             # Per thread: the agent tool and model of its newest report that names them (the reporter sends both);
             # the model of its newest compaction otherwise. 'unknown' when nothing named them.
@@ -645,13 +645,35 @@ MIGRATIONS: tuple[Migration, ...] = (
             )
             GROUP BY thread_id
             """,
+            # Seconds per level, per thread and UTC day, as analytics_level_time counts them but for a thread that went
+            # stale: from the engine's `stale` update to the thread's next one it counts as `stale`, not at its last
+            # level (analytics_level_time counts a silent night as hours at that level). Thread-hours leave it out.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_thread_time AS
+            SELECT toDate(occurred_at) AS day, project_id, thread_id,
+                   if(reason = 'stale', 'stale', assumeNotNull(context_budget_level)) AS level,
+                   sum(dateDiff('millisecond', occurred_at, next_at)) / 1000 AS seconds
+            FROM
+            (
+                SELECT project_id, thread_id, occurred_at, context_budget_level, reason,
+                       leadInFrame(occurred_at) OVER following AS next_at,
+                       count() OVER following AS closed
+                FROM (SELECT * FROM context_events WHERE event_type = 'thread.context.updated' LIMIT 1 BY event_id)
+                WINDOW following AS (
+                    PARTITION BY thread_id ORDER BY occurred_at, event_id ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING
+                )
+            )
+            WHERE closed = 2
+            GROUP BY day, project_id, thread_id, level
+            """,
             # Per UTC day, project, agent tool and model: how the relay did (spec 9.5, issue 37). Each fact counts on
             # the day it happened: a compaction when it began, with the thread's newest package ready by then (its
             # summary tells the agent's own part from a facts-only one, which starts with the relay's mark,
             # reporter.handoff_assembly.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
             # alert when it opened; a prepare_handoff when it was issued, with its wait until the engine marked it
-            # done because a package got ready (the waits view's finished_at takes any done); thread-hours from the
-            # level time view. Percentiles by the nearest rank below, as bench.measure.percentile.
+            # done because a package got ready (the waits view's finished_at takes any done); thread-hours: the time
+            # threads reported (analytics_thread_time but stale). Percentiles by the nearest rank below, as
+            # bench.measure.percentile.
             f"""
             CREATE VIEW IF NOT EXISTS analytics_relay_daily AS
             SELECT f.day AS day, f.project_id AS project_id,
@@ -719,20 +741,21 @@ MIGRATIONS: tuple[Migration, ...] = (
                 )
                 UNION ALL
                 SELECT day, project_id, thread_id, 0, 0, 0, 0, 0, 0, 0, false, 0.0, seconds
-                FROM analytics_level_time
+                FROM analytics_thread_time
+                WHERE level != 'stale'
             ) AS f
             LEFT JOIN analytics_thread_tools AS t ON f.thread_id = t.thread_id
             GROUP BY day, project_id, agent_tool, model
             """,
-            # Hours of thread time per engine level, per UTC day, project, agent tool and model: the fleet's levels
-            # over time (analytics_level_time by the thread's tool).
+            # Hours of thread time per engine level (and `stale`), per UTC day, project, agent tool and model: the
+            # fleet's levels over time (analytics_thread_time by the thread's tool).
             """
             CREATE VIEW IF NOT EXISTS analytics_levels_daily AS
             SELECT l.day AS day, l.project_id AS project_id,
                    if(empty(t.agent_tool), 'unknown', t.agent_tool) AS agent_tool,
                    if(empty(t.model), 'unknown', t.model) AS model,
                    l.level AS level, sum(l.seconds) / 3600 AS thread_hours
-            FROM analytics_level_time AS l
+            FROM analytics_thread_time AS l
             LEFT JOIN analytics_thread_tools AS t ON l.thread_id = t.thread_id
             GROUP BY day, project_id, agent_tool, model, level
             """,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 from fastapi.concurrency import run_in_threadpool
@@ -50,13 +50,13 @@ class RelayDay(Record):
 
 
 class LevelDay(Record):
-    """A row of `analytics_levels_daily`: hours of thread time at one engine level."""
+    """A row of `analytics_levels_daily`: hours of thread time at one engine level, or stale (not reporting)."""
 
     day: date
     project_id: Id
     agent_tool: Name
     model: Name
-    level: ContextBudgetLevel
+    level: ContextBudgetLevel | Literal["stale"]
     thread_hours: float
 
 

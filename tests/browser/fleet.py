@@ -162,11 +162,15 @@ def _thread_day(
                 out["actions"].append(_action(action, thread, project, now, "superseded", began, "compacted"))
                 marks["master_action"] += 1
             pct, action, ready = rng.uniform(88, 97), None, False
+    # the day's last report: without the next one the engine marks the thread stale until the morning
+    out["events"].append(_updated(thread, project, now + timedelta(seconds=90), pct, reason="stale"))
+    marks["budget"] += 1
 
 
-def _updated(thread: str, project: str, now: datetime, pct: float) -> ContextEvent:
+def _updated(thread: str, project: str, now: datetime, pct: float, reason: str = "") -> ContextEvent:
     return ContextEvent(
-        event_id=f"{thread}:{now:%Y%m%d%H%M}",
+        event_id=f"{thread}:{now:%Y%m%d%H%M%S}",
+        reason=reason,
         event_type="thread.context.updated",
         thread_id=thread,
         project_id=project,

@@ -76,9 +76,10 @@ def report(thread: str, when: datetime, tool: str | None, model: str | None) -> 
     )
 
 
-def updated(thread: str, when: datetime, level: str, pct: float = 50.0) -> ContextEvent:
+def updated(thread: str, when: datetime, level: str, pct: float = 50.0, reason: str = "") -> ContextEvent:
     return ContextEvent(
         event_id=f"{thread}:{when.isoformat()}",
+        reason=reason,
         event_type="thread.context.updated",
         thread_id=thread,
         project_id=project_of(thread),
@@ -176,7 +177,9 @@ def relay(clickhouse: Any) -> Iterator[Any]:
             updated("thread-a", at(8), "safe", 90.0),
             updated("thread-a", at(9), "watch", 60.0),
             updated("thread-a", at(10), "urgent", 25.0),
-            updated("thread-a", at(12), "safe", 95.0),  # newest: closes the urgent 2 hours, itself still open
+            updated("thread-a", at(12), "safe", 95.0),  # closes the urgent 2 hours
+            updated("thread-a", at(12, 30), "safe", 95.0, reason="stale"),  # no report came: silent until 14:00
+            updated("thread-a", at(14), "safe", 94.0),  # newest: still open
         ]
         b_levels = [updated("thread-b", at(0, 0, DAY2), "safe"), updated("thread-b", at(0, 30, DAY2), "watch")]
         load(client, CONTEXT_EVENTS, [*a_levels, *b_levels, a_levels[1]])  # one published twice
@@ -258,8 +261,8 @@ def test_relay_per_project_tool_model_and_day(relay: Any) -> None:
     assert got == [
         # cc-a1..3 (cc-a1 twice, counted once): 2 ready, 1 with the agent's own part (cc-a1: hp-a1); hp-a1..3, two
         # facts only; al-1 (one incident in two versions); act-1, 2, 3, 4, 6 issued, 1..3 readied: waits 120, 600,
-        # 2700, nearest rank below: p50 and p99 both the 2nd; 4 thread-hours (8:00 -> 12:00) -> 3 / 4
-        (d1, "proj-a", "codex", "gpt-5.3-codex", 3, 2, 2 / 3, 1, 1 / 3, 3, 2, 1, 5, 3, 600.0, 600.0, 4.0, 0.75),
+        # 2700, nearest rank below: p50 and p99 both the 2nd; 4.5 thread-hours (8:00 -> 12:30; stale to 14:00) -> 3/4.5
+        (d1, "proj-a", "codex", "gpt-5.3-codex", 3, 2, 2 / 3, 1, 1 / 3, 3, 2, 1, 5, 3, 600.0, 600.0, 4.5, 3 / 4.5),
         (d1, "proj-a", "unknown", "gpt-5-codex", 1, 0, 0.0, 0, 0.0, 0, 0, 0, 0, 0, None, None, 0.0, None),
         (d1, "proj-z", "codex", "gpt-5.3-codex", 1, 1, 1.0, 1, 1.0, 1, 0, 0, 0, 0, None, None, 0.0, None),
         # cc-b1, cc-b2 (ready: hp-b1, the agent's own); act-7 once; half an hour -> 2 / 0.5
@@ -268,14 +271,15 @@ def test_relay_per_project_tool_model_and_day(relay: Any) -> None:
     # fmt: on
 
 
-def test_hours_per_level_per_project_tool_model_and_day(relay: Any) -> None:
+def test_hours_per_level_and_stale_per_project_tool_model_and_day(relay: Any) -> None:
     got = rows(
         relay,
         "SELECT day, agent_tool, model, level, thread_hours FROM analytics_levels_daily"
         " ORDER BY day, agent_tool, level",
     )
     assert got == [
-        (date(2026, 3, 25), "codex", "gpt-5.3-codex", "safe", 1.0),
+        (date(2026, 3, 25), "codex", "gpt-5.3-codex", "safe", 1.5),  # 8:00 -> 9:00, 12:00 -> 12:30
+        (date(2026, 3, 25), "codex", "gpt-5.3-codex", "stale", 1.5),  # not at safe: the thread was silent
         (date(2026, 3, 25), "codex", "gpt-5.3-codex", "urgent", 2.0),
         (date(2026, 3, 25), "codex", "gpt-5.3-codex", "watch", 1.0),
         (date(2026, 3, 26), "claude-code", "claude-sonnet-4-5", "safe", 0.5),
@@ -334,7 +338,8 @@ def test_a_user_reads_the_relay_days_of_its_own_projects_only(http: TestClient) 
     codex = next(r for r in body["relay"] if r["agent_tool"] == "codex")
     assert (codex["compactions"], codex["with_agent_part"], codex["ready_p50_seconds"]) == (3, 1, 600.0)
     assert {(r["agent_tool"], r["level"], r["thread_hours"]) for r in body["levels"]} == {
-        ("codex", "safe", 1.0),
+        ("codex", "safe", 1.5),
+        ("codex", "stale", 1.5),
         ("codex", "watch", 1.0),
         ("codex", "urgent", 2.0),
         ("claude-code", "safe", 0.5),
@@ -370,7 +375,7 @@ def test_a_threads_timeline_is_its_projects_callers_and_keeps_the_newest_points(
     body = answer.json()
     assert (body["project_id"], body["truncated"]) == ("proj-a", False)
     kinds = [p["kind"] for p in body["points"]]
-    assert (kinds.count("budget"), kinds.count("compaction"), kinds.count("package")) == (4, 3, 3)
+    assert (kinds.count("budget"), kinds.count("compaction"), kinds.count("package")) == (6, 3, 3)
     assert body["points"][0] == {
         "schema_version": 1,
         "at": "2026-03-25T08:00:00Z",

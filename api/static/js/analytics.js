@@ -35,11 +35,11 @@ export function analyticsView(main, _params, context) {
     main.replaceChildren(
       h("h1", { tabindex: -1 }, "Relay analytics"),
       windowPicker(),
-      totals(data.relay),
+      totals(data),
       plotCard(
         "levels-heading",
         "Thread time per level",
-        "The share of the day's thread-hours the engine saw at each level.",
+        "The share of the day's thread-hours at each level, while the threads reported (stale time left out).",
         levelsBox,
         legend(
           LEVELS.map((level) => [level, LEVEL_STYLES[level]]),
@@ -150,9 +150,9 @@ function byDay(rows, keep, value) {
   return sums;
 }
 
-/** Percent of each day's thread-hours at `level` (null on a day without thread time). */
+/** Percent of each day's reporting thread-hours at `level` (null on a day without any). */
 function levelShares(levels, days, level) {
-  const all = byDay(levels, () => true, (r) => r.thread_hours);
+  const all = byDay(levels, (r) => r.level !== "stale", (r) => r.thread_hours);
   const at = byDay(levels, (r) => r.level === level, (r) => r.thread_hours);
   return days.map((day) => (all.get(day) ? (100 * (at.get(day) ?? 0)) / all.get(day) : null));
 }
@@ -175,8 +175,9 @@ function plotCard(id, title, note, box, key) {
   );
 }
 
-function totals(relay) {
+function totals({ relay, levels }) {
   const sum = (name) => relay.reduce((total, r) => total + r[name], 0);
+  const stale = levels.filter((r) => r.level === "stale").reduce((total, r) => total + r.thread_hours, 0);
   const compactions = sum("compactions");
   const share = (name) => (compactions ? percent(sum(name) / compactions) : "—");
   return h(
@@ -191,7 +192,8 @@ function totals(relay) {
       ["handoff_missing incidents", String(sum("handoff_missing"))],
       ["prepare_handoff issued", String(sum("prepare_handoff_issued"))],
       ["… of which a package got ready", String(sum("prepare_handoff_readied"))],
-      ["Thread-hours", sum("thread_hours").toFixed(1)],
+      ["Thread-hours reporting", sum("thread_hours").toFixed(1)],
+      ["Thread-hours silent (stale)", stale.toFixed(1)],
     ]),
   );
 }
