@@ -38,12 +38,12 @@ def levels_daily(client: Client, projects: Collection[str] | None, since: date) 
     return _daily(client, "analytics_levels_daily", LEVEL_COLUMNS, projects, since)
 
 
-def thread_timeline(client: Client, thread_id: str, limit: int) -> list[Row]:
-    """The thread's newest `limit` timeline points, oldest first."""
+def thread_timeline(client: Client, project_id: str, thread_id: str, limit: int) -> list[Row]:
+    """The thread's newest `limit` timeline points, oldest first (the project too: history is ordered by it first)."""
     sql = (
         "SELECT at, kind, ref, remaining_pct, label, detail FROM"
-        " (SELECT * FROM analytics_thread_timeline WHERE thread_id = {thread:String}"
+        " (SELECT * FROM analytics_thread_timeline WHERE project_id = {project:String} AND thread_id = {thread:String}"
         " ORDER BY at DESC, kind, ref, detail LIMIT {limit:UInt32})"
         " ORDER BY at, kind, ref, detail"
     )
-    return query_rows(client, sql, thread=thread_id, limit=limit)
+    return query_rows(client, sql, project=project_id, thread=thread_id, limit=limit)

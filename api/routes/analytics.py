@@ -131,10 +131,13 @@ async def thread_timeline(
     row = await run_in_threadpool(latest_thread, context.clickhouse, thread_id)
     if row is None or not caller.sees(row["project_id"]):
         raise not_found("thread")
-    points = await run_in_threadpool(analytics_reads.thread_timeline, context.clickhouse, thread_id, limit + 1)
+    project_id = row["project_id"]
+    points = await run_in_threadpool(
+        analytics_reads.thread_timeline, context.clickhouse, project_id, thread_id, limit + 1
+    )
     answer = ThreadTimeline(
         thread_id=thread_id,
-        project_id=row["project_id"],
+        project_id=project_id,
         points=[TimelinePoint.model_validate(p) for p in points[-limit:]],
         truncated=len(points) > limit,
     )
