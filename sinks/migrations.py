@@ -15,7 +15,7 @@ from clickhouse_connect.driver.client import Client
 
 MIGRATIONS_TABLE = "schema_migrations"
 FACTS_ONLY = "'[facts only: the agent could not be asked; summary from its latest messages]'"
-"""The relay's mark that starts a facts-only package's summary (reporter.handoff_assembly.FACTS_ONLY_MARK), as the SQL
+"""The relay's mark that starts a facts-only package's summary (reporter.relay.assembly.FACTS_ONLY_MARK), as the SQL
 literal the views of migration 10 match: frozen here, since a released migration never changes."""
 
 
@@ -669,7 +669,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Per UTC day, project, agent tool and model: how the relay did (spec 9.5, issue 37). Each fact counts on
             # the day it happened: a compaction when it began, with the thread's newest package ready by then (its
             # summary tells the agent's own part from a facts-only one, which starts with the relay's mark,
-            # reporter.handoff_assembly.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
+            # reporter.relay.assembly.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
             # alert when it opened; a prepare_handoff when it was issued, with its wait until the engine marked it
             # done because a package got ready (the waits view's finished_at takes any done); thread-hours: the time
             # threads reported (analytics_thread_time but stale). Percentiles by the nearest rank below, as

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.levels import classify_level
-from reporter.handoff_assembly import FACTS_ONLY_MARK
+from reporter.relay.assembly import FACTS_ONLY_MARK
 from schemas import (
     ContextAlert,
     ContextEvent,

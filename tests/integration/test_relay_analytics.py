@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.tokens import Role
-from reporter.handoff_assembly import FACTS_ONLY_MARK
+from reporter.relay.assembly import FACTS_ONLY_MARK
 from schemas import ContextAlert, ContextEvent, HandoffPackage, MasterActionRecord, Record, ThreadContextSnapshot
 from schemas.events import CompactionFinished
 from sinks.migrations import FACTS_ONLY, migrate
