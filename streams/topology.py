@@ -10,7 +10,7 @@ thread, in order, and is the only writer of its state. The domain logic lives in
 ...); `streams.runtime` holds the delivery discipline every fold follows; this module only wires each
 declared fold to its functions, against the runtime interface (`streams.runtime.protocol.FoldRuntime`): it knows
 nothing of Faust, so the in-memory runtime (`streams.runtime.memory`) runs this very declaration in tests and
-benchmarks, and `streams.runtime.worker.build` runs it in a worker.
+benchmarks, and `streams.worker.build` runs it in a worker.
 
 A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
 each role set in a consumer group of its own, with its own table changelogs (`Settings.faust_app_id`).
@@ -78,7 +78,7 @@ def declared(settings: Settings) -> MemoryRuntime:
 
 
 def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = None) -> None:
-    """Declare the folds of `settings.roles` on `runtime` (the Faust one, `streams.runtime.worker.build`, or the
+    """Declare the folds of `settings.roles` on `runtime` (the Faust one, `streams.worker.build`, or the
     in-memory one); with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
     prefix = settings.topic_prefix
     roles = settings.roles

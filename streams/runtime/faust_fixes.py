@@ -27,7 +27,7 @@
    compacted topics (`apply(compacted=...)`). And the acknowledged offsets are kept free of repeats: a gap-filled
    offset acknowledged again stalled commits to one offset per commit interval.
 
-5. For the topics our agents read through `streams.runtime.OrderedIntake`, the commit is not counted from
+5. For the topics our agents read through `streams.runtime.intake.OrderedIntake`, the commit is not counted from
    acknowledgements at all but from the positions each reader reports (`streams.runtime.progress`); `track_progress`
    attaches that to an app (a hole the sequencer gives up on is then passed by its report, no gap needed).
    Acknowledgements still end Faust's wait for in-flight records before a rebalance.

@@ -19,8 +19,8 @@ from streams.runtime.agents import Runtime
 from streams.runtime.app import create_app
 from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import UndeclaredOutput
-from streams.runtime.worker import build
 from streams.topology import declared, wire
+from streams.worker import build
 from tests.unit.engine.builders import T0, ack
 
 ROUTER = Fold("router", frozenset({"aggregates"}), (THREAD_STATE,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER))

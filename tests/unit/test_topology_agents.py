@@ -17,8 +17,8 @@ from core.settings import Settings
 from schemas import DeadLetter
 from streams.runtime.faust_fixes import track_progress
 from streams.runtime.memory import MemoryRuntime
-from streams.runtime.worker import build
 from streams.topology import wire
+from streams.worker import build
 from tests.unit.engine.builders import T0, ack
 
 
