@@ -1,6 +1,7 @@
-"""The routing fused into the engine's fold publishes what the two folds it replaced published, hop through
-`thread-state` included: the engine's batch and timer, then the routing batch over the engine's thread states as
-bytes, each with its table stored as bytes. Same inputs, any batching, timer passes between batches."""
+"""The engine's fold, a chain of the engine and the routing (`core.folds.ENGINE_FOLD`), publishes what its two steps
+publish as folds of their own, hop through `thread-state` included: the engine's batch and timer over its inputs,
+then the routing batch over its inputs and the engine's thread states as bytes, each with its table stored as bytes.
+Same inputs, any batching, timer passes between batches."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.engine_config import EngineConfig
+from core.folds import ENGINE as ENGINE_STEP
+from core.folds import ROUTING as ROUTING_STEP
 from core.topics import (
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
@@ -69,7 +72,7 @@ def inputs(draw: st.DrawFn) -> list[tuple[str, str, Record | bytes]]:
 
 
 class TwoFolds:
-    """The engine fold and the routing fold it replaced, `thread-state` between them as bytes."""
+    """The engine and the routing as folds of their own, `thread-state` between them as bytes."""
 
     def __init__(self) -> None:
         self.slots: dict[str, bytes] = {}
@@ -78,8 +81,8 @@ class TwoFolds:
 
     def batch(self, messages: list[InputMessage], now_seconds: float) -> None:
         now = at(now_seconds)
-        engine = [m for m in messages if m.topic not in (CONVERSATION_LINKS, TASK_IMPORTANCE)]
-        routing = [m for m in messages if m.topic in (CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES)]
+        engine = [m for m in messages if m.topic in ENGINE_STEP.inputs]
+        routing = [m for m in messages if m.topic in ROUTING_STEP.inputs]
         result = process_batch(engine, self._slot, {}.get, now, ENGINE, PREFIX)
         self._engine(result, routing, now_seconds)
 
@@ -134,7 +137,7 @@ def by_key(emits: list[Emit]) -> dict[tuple[str, str], list[bytes]]:
 
 @settings(max_examples=100, deadline=None)
 @given(inputs(), st.data())
-def test_the_fused_fold_publishes_what_the_engine_and_routing_folds_published(
+def test_the_chain_publishes_what_the_engine_and_routing_publish_as_folds_of_their_own(
     records: list[tuple[str, str, Record | bytes]], data: st.DataObject
 ) -> None:
     messages = [
