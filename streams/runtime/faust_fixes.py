@@ -53,7 +53,7 @@ UPSTREAM = {
     for name in ("_add_gap", "_new_offset", "_filter_tps_with_pending_acks", "ack", "wait_empty")
 }
 """The consumer's methods as Faust ships them: each correction calls on its own, and its test runs the same scenario
-against both (tests/unit/test_faust_fixes.py), showing the upstream one misbehave."""
+against both (tests/unit/runtime/test_faust_fixes.py), showing the upstream one misbehave."""
 _upstream_ack = UPSTREAM["ack"]
 _upstream_pending = UPSTREAM["_filter_tps_with_pending_acks"]
 _upstream_add_gap = UPSTREAM["_add_gap"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from core.engine_config import EngineConfig
 from core.folds import ENGINE as ENGINE_STEP
+from core.folds import ENGINE_FOLD
 from core.folds import ROUTING as ROUTING_STEP
 from core.topics import (
     CONVERSATION_LINKS,
@@ -30,7 +31,7 @@ from streams.aggregates.config import ProjectsConfig
 from streams.batching import BatchResult, Emit, InputMessage
 from streams.engine.batch import SLOT_CODEC, process_batch, tick_all
 from streams.engine.fold import ThreadSlot
-from streams.engine.routing import fused_batch, fused_tick
+from streams.engine.routing import HANDED, ROUTING_DECODERS, fused_batch, fused_tick
 from tests.unit.aggregates.builders import PREFIX, ROUTES_CODEC, routing_batch
 from tests.unit.engine.builders import at, package, snapshot
 
@@ -183,3 +184,10 @@ def _without_routes(raw: bytes) -> Record | None:
     """The slot as the engine alone keeps it (None: only routes, which the engine alone never stored)."""
     slot = SLOT_CODEC.decode(raw).model_copy(update={"routes": None})
     return None if slot == ThreadSlot() else slot
+
+
+def test_the_engines_fold_is_the_declared_chain_of_the_engine_and_the_routing() -> None:
+    """What `streams.engine.routing` runs: the routing decodes its own inputs and takes the engine's thread states."""
+    assert ENGINE_FOLD.chain == (ENGINE_STEP, ROUTING_STEP)
+    assert set(ROUTING_DECODERS) == set(ENGINE_FOLD.own(ROUTING_STEP))
+    assert HANDED == ENGINE_FOLD.handed(ROUTING_STEP) == (THREAD_STATE,)

@@ -8,29 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from core.folds import ENGINE, ENGINE_FOLD, FOLDS, ROUTING, SINKS_FOLD, Fold, Processor, chain
+from core.folds import FOLDS, SINKS_FOLD, Fold
 from core.settings import ROLES, Settings
 from core.topics import (
     ALERT_COMMANDS_BY_THREAD,
     ALERTS,
-    CONVERSATION_LINKS,
-    CONVERSATION_THREADS,
     DEADLETTER,
-    HANDOFF_PACKAGES,
-    SNAPSHOTS,
     THREAD_STATE,
-    TOPICS,
 )
 from schemas.codec import Codec
 from schemas.projects import ThreadRoutes
 from sinks.tables import ROUTES
 from streams.batching import BatchResult, Emit, Encoded
-from streams.engine.routing import HANDED, ROUTING_DECODERS
 from streams.runtime.agents import Runtime
 from streams.runtime.app import create_app
 from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import UndeclaredOutput
-from streams.topology import WIRINGS, declared, wire
+from streams.topology import declared, wire
 from streams.worker import build
 from tests.unit.engine.builders import T0, ack
 
@@ -100,15 +94,6 @@ def test_the_sinks_read_exactly_the_routed_topics() -> None:
     assert len(SINKS_FOLD.inputs) == len(set(SINKS_FOLD.inputs))
 
 
-def test_every_declared_topic_is_in_the_catalog_and_every_catalog_topic_is_read() -> None:
-    catalog = {spec.name for spec in TOPICS}
-    inputs = {topic for fold in FOLDS for topic in fold.inputs}
-    outputs = {topic for fold in FOLDS for topic in fold.outputs}
-    assert inputs | outputs <= catalog
-    assert catalog <= inputs
-    assert len({fold.name for fold in FOLDS}) == len(FOLDS)
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_the_in_memory_runtime_runs_the_same_declaration(role: str, tmp_path: Path) -> None:
     settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path, roles=role)
@@ -170,31 +155,3 @@ def test_the_declaration_names_the_tables_and_inputs_the_worker_registers(role: 
     assert {topic for fold in declared(settings).folds for topic in fold.inputs} == {
         topic.removeprefix(settings.topic_prefix) for agent in app.agents.values() for topic in agent.channel.topics
     }
-
-
-def test_a_chain_reads_its_steps_inputs_but_those_an_earlier_step_hands_on() -> None:
-    first = Processor("first", (SNAPSHOTS, HANDOFF_PACKAGES), (THREAD_STATE, DEADLETTER))
-    second = Processor(
-        "second", (THREAD_STATE, CONVERSATION_LINKS, HANDOFF_PACKAGES), (CONVERSATION_THREADS, DEADLETTER)
-    )
-    fold = chain("chained", frozenset({"engine"}), first, second, table="slots")
-    assert fold.inputs == (SNAPSHOTS, HANDOFF_PACKAGES, CONVERSATION_LINKS)  # the first step's first input owns it
-    assert fold.outputs == (THREAD_STATE, DEADLETTER, CONVERSATION_THREADS)
-    assert (fold.handed(second), fold.own(second), fold.own(first)) == (
-        (THREAD_STATE,),
-        (CONVERSATION_LINKS,),
-        (SNAPSHOTS, HANDOFF_PACKAGES),
-    )
-    alone = fold.alone(second)
-    assert (alone.name, alone.inputs, alone.outputs, alone.chain) == ("second", second.inputs, second.outputs, ())
-
-
-def test_the_engines_fold_is_the_declared_chain_of_the_engine_and_the_routing() -> None:
-    """What `streams.engine.routing` runs: the routing decodes its own inputs and takes the engine's thread states."""
-    assert ENGINE_FOLD.chain == (ENGINE, ROUTING)
-    assert set(ROUTING_DECODERS) == set(ENGINE_FOLD.own(ROUTING))
-    assert HANDED == ENGINE_FOLD.handed(ROUTING) == (THREAD_STATE,)
-
-
-def test_every_declared_fold_is_wired_and_nothing_else() -> None:
-    assert list(WIRINGS) == [fold.name for fold in FOLDS]
