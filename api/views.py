@@ -14,6 +14,7 @@ from schemas import (
     MasterActionItem,
     PackageStatus,
     ThreadContextBudget,
+    ThreadContextSnapshot,
 )
 from schemas.base import Count, Id, Name, Percent, Record, ShortText
 from schemas.views import Importance
@@ -56,6 +57,33 @@ class ThreadContextDetail(ThreadContextBudget):
         description="The percent the agent tool itself displays (of its window), from its latest report: not the "
         "budget, which is the room before the tool's automatic compaction.",
     )
+
+
+THREAD_DETAIL_FROM_REPORT = tuple(
+    name
+    for name in ThreadContextDetail.model_fields
+    if name in ThreadContextSnapshot.model_fields and name not in ThreadContextBudget.model_fields
+)
+"""The detail's fields a report (snapshot) has beyond the budget: read from the thread's latest report that says what
+the agent tool shows (`api.reads.agent_tool_view`), so a snapshot field added to the detail reaches the page from
+its column in thread_context_snapshots (`sinks.tables`), with no list to extend."""
+THREAD_DETAIL_BUILT = frozenset(
+    {
+        "schema_version",
+        "pending_master_actions",
+        "open_master_actions",
+        "wrap_up_checklist",
+        "latest_context_manifest",
+        "compaction_history",
+    }
+)
+"""The detail's fields built from other columns and reads (`api.read_models.thread_detail`), not copied from one."""
+THREAD_DETAIL_FROM_STATE = tuple(
+    name
+    for name in ThreadContextDetail.model_fields
+    if name not in THREAD_DETAIL_BUILT and name not in THREAD_DETAIL_FROM_REPORT
+)
+"""The rest: copied from the thread's latest row (thread_context_latest with the projection's overlay)."""
 
 
 class AlertAckAccepted(Record):

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from faust.types import TP
 
+from core.folds import FOLDS
 from core.settings import Settings
 from schemas import DeadLetter
 from streams.runtime.faust_fixes import track_progress
 from streams.runtime.memory import MemoryRuntime
-from streams.runtime.worker import build
-from streams.topology import wire
+from streams.topology import WIRINGS, wire
+from streams.worker import build
 from tests.unit.engine.builders import T0, ack
 
 
@@ -75,3 +76,7 @@ def test_every_agent_commits_through_the_one_ledger(tmp_path: Path) -> None:
     inputs = {topic for agent in app.agents.values() for topic in agent.channel.topics}  # type: ignore[attr-defined]
     assert {"ctx.policies", "ctx.alert-commands", "ctx.deadletter"} <= inputs
     assert [topic for topic in sorted(inputs) if not progress.handles(topic)] == []
+
+
+def test_every_declared_fold_is_wired_and_nothing_else() -> None:
+    assert list(WIRINGS) == [fold.name for fold in FOLDS]

@@ -22,7 +22,7 @@ from streams.topology_graph import (
     with_readme_block,
 )
 
-ARCHITECTURE = Path(__file__).parents[2] / "docs" / "architecture.md"
+ARCHITECTURE = Path(__file__).parents[3] / "docs" / "architecture.md"
 FOLD = Fold(
     "fold_a", frozenset({"sinks", "engine"}), (SNAPSHOTS,), (THREAD_STATE, DEADLETTER), table="slots", timer=True
 )

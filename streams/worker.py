@@ -1,4 +1,5 @@
-"""A worker's Faust app: the runtime around it, running the topology's declaration (`streams.topology.wire`)."""
+"""A worker's Faust app: the runtime (`streams.runtime`) around it, running the topology's declaration
+(`streams.topology.wire`). It sits above both, so the runtime never imports the topology it runs."""
 
 from __future__ import annotations
 
