@@ -298,8 +298,10 @@ async def api_outage(settings: Settings, root: Path, threads: int, seconds: floa
         f"time.sleep({seconds + 30})\n"  # the input stays open until the API is back and the spool delivered
     )
     reporter_env = {**api.env, **IDENTITY, "CTXBUDGET_WORKER_STATE_DIR": str(root / "reporter-state")}
+    script = root / "feed.py"
+    script.write_text(feed)
     command = [str(Path(sys.executable).parent / "ctxbudget"), "report", "--from", "codex-app-server",
-               "--exec", f"{sys.executable} -c {json.dumps(feed)}", "--api-url", f"http://127.0.0.1:{port}",
+               "--exec", f"{sys.executable} {script}", "--api-url", f"http://127.0.0.1:{port}",
                "--token", token]  # fmt: skip
     try:
         await asyncio.to_thread(get_when_up, f"http://127.0.0.1:{port}/healthz", 180, api.alive)
