@@ -63,6 +63,13 @@ class RelayLoad:
         slots = list(running)
         return cls(Counter(s.node_id for s in slots), Counter(s.project_id for s in slots))
 
+    def plus(self, running: Iterable[RelaySlot]) -> RelayLoad:
+        """These relays counted too."""
+        more = RelayLoad.of(running)
+        return RelayLoad(
+            Counter(self.by_node) + Counter(more.by_node), Counter(self.by_project) + Counter(more.by_project)
+        )
+
     def merged(self, other: RelayLoad) -> RelayLoad:
         """Each count the larger of the two: two views of the same relays, one of them fresher."""
         return RelayLoad(_larger(self.by_node, other.by_node), _larger(self.by_project, other.by_project))
