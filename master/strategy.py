@@ -76,7 +76,8 @@ def scheduled(
         load = load.merged(RelayLoad(answer["node_relays"], {answer["project_id"]: len(answer["running"])}))
     load = load.plus(slot for slot in outstanding if slot.thread_id not in running)
     futile = {e["thread_id"]: e["reason"] for answer in answers for e in answer["relays"] if e["verdict"] == "futile"}
-    limits = RelayLimits(**answers[0]["limits"]) if answers else RelayLimits()
+    caps = answers[0]["limits"] if answers else None
+    limits = RelayLimits(caps["per_node"], caps["per_project"], caps["repeat_seconds"]) if caps else RelayLimits()
     return schedule_relays([r.slot for r in requests], load, limits, futile)
 
 

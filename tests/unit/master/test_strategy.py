@@ -104,7 +104,7 @@ def relay_schedule(
     """A `relay_schedule` answer as the API gives it (its `relays` only matter for their futile verdicts here)."""
     return {
         "project_id": project_id,
-        "limits": {"per_node": per_node, "per_project": per_project, "repeat_seconds": 600.0},
+        "limits": {"per_node": per_node, "per_project": per_project, "repeat_seconds": 600.0, "schema_version": 1},
         "running": list(running),
         "node_relays": node_relays or {},
         "relays": [{"thread_id": t, "verdict": "futile", "reason": why} for t, why in (futile or {}).items()],
