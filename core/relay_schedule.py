@@ -104,10 +104,10 @@ def futile_reason(history: RelayHistory, safe_min_pct: float, now: datetime, rep
             "package or the first input is too big; shrink it (or split the work) instead of relaying again"
         )
     if history.relayed_at is not None:
-        since = (now - history.relayed_at).total_seconds()
+        since = (now - history.relayed_at).total_seconds()  # whole seconds shown down: 59.6 s is not "60 s ago"
         if since < repeat_seconds:
             return (
-                f"the same work was relayed {since:.0f} s ago (less than {repeat_seconds:.0f} s): relaying it again "
+                f"the same work was relayed {int(since)} s ago (less than {repeat_seconds:g} s): relaying it again "
                 "would repeat the last relay; narrow the task or split it instead"
             )
     return None

@@ -74,6 +74,9 @@ def test_the_same_work_relayed_again_within_the_repeat_window_is_futile_and_afte
     assert reason is not None
     assert reason.startswith("the same work was relayed 90 s ago (less than 600 s)")
     assert futile_reason(RelayHistory(relayed_at=NOW - timedelta(seconds=600)), 60, NOW, 600) is None
+    almost = futile_reason(RelayHistory(relayed_at=NOW - timedelta(seconds=59.6)), 60, NOW, 60)
+    assert almost is not None
+    assert almost.startswith("the same work was relayed 59 s ago (less than 60 s)")
     assert futile_reason(RelayHistory(), 60, NOW, 600) is None
 
 
