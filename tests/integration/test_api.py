@@ -472,7 +472,7 @@ def test_no_generated_request_makes_the_api_fail(
                 assert response.status_code < 500, (case.method, case.formatted_path, response.text)
 
             no_server_error()
-    assert len(operations) == 23  # with the thirteen of issue 21, the session events route and the worker move
+    assert len(operations) == 24  # issue 21's thirteen, session events, the worker move, the relay schedule
 
 
 @pytest.mark.parametrize("pct", [59.999999, 39.9999, 24.99999])
