@@ -160,19 +160,21 @@ class SubtaskPlacement:
     reason: str
 
 
+def takes_new_work(thread: ThreadContextSummary) -> bool:
+    """Spec 8.2.3-4: a safe, fresh thread with no work to save first may take a new subtask."""
+    return (
+        thread.context_budget_level is ContextBudgetLevel.SAFE
+        and not thread.stale
+        and not thread.must_finish_before_compaction
+    )
+
+
 def place_subtask(threads: Iterable[ThreadContextSummary], relaying: Iterable[str] = ()) -> SubtaskPlacement:
     """The healthiest thread free for new work, else a fresh thread. Only safe threads take new work: watch and
     urgent ones should not take long new context (spec 8.2.3), and a thread whose relay runs is wrapping up."""
     busy = set(relaying)
     shown = list(threads)
-    free = [
-        t
-        for t in shown
-        if t.context_budget_level is ContextBudgetLevel.SAFE
-        and not t.stale
-        and not t.must_finish_before_compaction
-        and t.thread_id not in busy
-    ]
+    free = [t for t in shown if takes_new_work(t) and t.thread_id not in busy]
     best = min(free, key=lambda t: (-t.context_budget_remaining_pct, t.thread_id), default=None)
     if best is not None:
         return SubtaskPlacement(
