@@ -54,6 +54,7 @@ ENDPOINTS = [
     ("POST", "/api/v1/threads/thread-abc/handoff-packages", dumps(HANDOFF_READY), REPORTER, 202),
     ("GET", "/api/v1/conversations", None, READER, 200),
     ("GET", "/api/v1/projects/proj-001", None, READER, 404),
+    ("GET", "/api/v1/projects/proj-001/relay-schedule", None, READER, 404),  # issue 37
     # issue 23: a worker reads the threads it reports (its hooks ask what they owe) and resumes from their packages
     ("GET", "/api/v1/threads/thread-abc/context-budget", None, EVERYONE, 404),
     ("POST", "/api/v1/alerts/alert-1/ack", None, READER, 404),
