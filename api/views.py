@@ -116,6 +116,7 @@ THREAD_DETAIL_BUILT = frozenset(
         "wrap_up_checklist",
         "latest_context_manifest",
         "compaction_history",
+        "futile_relay_reason",
     }
 )
 """The detail's fields built from other columns and reads (`api.read_models.thread_detail`), not copied from one."""
