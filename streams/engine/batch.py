@@ -8,7 +8,7 @@ of its records the batch held.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from core.engine_config import EngineConfig
@@ -38,14 +38,12 @@ from schemas import (
     ThresholdPolicy,
     WorkFactChanged,
 )
-from schemas.copies import replaced
 from schemas.policy import DEFAULT_POLICY_PROJECT_ID
 from streams.batching import BatchResult, InputMessage, dead_letter, fold_failure
 from streams.engine.fold import (
     Emit,
     Step,
     ThreadSlot,
-    after_last_change,
     apply_ack,
     apply_action_command,
     apply_compact_request,
@@ -132,16 +130,9 @@ def process_batch(
     on_record: Callable[[str, object], None] | None = None,
 ) -> BatchResult[ThreadSlot]:
     """`on_record(thread_id, record)` sees each decoded record keyed by its thread, in batch order, before admission:
-    the routing fused into this fold (`streams.engine.routing`) relays consumed packages without decoding them again.
-
-    A record at or below the offset its thread's slot has applied for its partition (`ThreadSlot.applied`) is a
-    replay after a crash and is passed over: its outputs went out before the slot was written. Every thread whose
-    records the batch read gets its slot written with the offsets read, even when nothing else changed, so that a
-    record judged against the state it had then (a duplicate, say) is not judged again against a later one."""
+    the routing fused into this fold (`streams.engine.routing`) relays consumed packages without decoding them again."""
     result = BatchResult[ThreadSlot]()
     slots: dict[str, ThreadSlot | None] = {}
-    applied: dict[str, dict[str, int]] = {}
-    changed: set[str] = set()
     for message in messages:
         try:
             decoded = _decode(message)
@@ -156,15 +147,11 @@ def process_batch(
             detail = f"key {message.key!r} is not the record's thread {thread_id!r}"
             result.emits.append(dead_letter(message, "key_mismatch", detail, now, prefix))
             continue
-        if thread_id not in slots:
-            slots[thread_id] = load(thread_id)
-            applied[thread_id] = dict(slots[thread_id].applied) if slots[thread_id] is not None else {}
-        slot, position = slots[thread_id], f"{message.topic}:{message.partition}"
-        if message.offset <= applied[thread_id].get(position, -1):
-            continue
-        applied[thread_id][position] = message.offset
         if on_record is not None:
             on_record(thread_id, record)
+        if thread_id not in slots:
+            slots[thread_id] = load(thread_id)
+        slot = slots[thread_id]
         refused = refusal(slot, record, message.timestamp or now)  # the receiver's clock when the log took it
         if refused is not None:
             result.emits.append(dead_letter(message, *refused, now, prefix))
@@ -182,21 +169,17 @@ def process_batch(
             )
             result.emits.append(Emit(SNAPSHOT_VERDICTS, thread_id, verdict))
         if step.slot is not None:
-            slots[thread_id] = step.slot
-            changed.add(thread_id)
+            slots[thread_id] = result.states[thread_id] = step.slot
         result.emits.extend(step.emits)
-    for thread_id, offsets in applied.items():
-        slot = slots[thread_id]
-        if slot is not None:
-            result.states[thread_id] = replaced(slot, {"applied": offsets})
-    _publish_states(result, changed)
+    _publish_states(result)
     return result
 
 
 def cause_time(message: InputMessage, slot: ThreadSlot | None, now: datetime) -> datetime:
     """The time a record's outputs carry: its own time in the log (the same on every replay, unlike the clock of the
-    worker applying it), after the thread's last change (`after_last_change`)."""
-    return after_last_change(slot.state if slot is not None else None, message.timestamp or now)
+    worker applying it), never before the thread's last change (readers order a thread's states by it)."""
+    at = message.timestamp or now
+    return max(at, slot.state.updated_at) if slot is not None and slot.state is not None else at
 
 
 def _count_outcome(result: BatchResult[ThreadSlot], step: Step) -> None:
@@ -219,13 +202,13 @@ def tick_all(slots: Iterable[tuple[str, ThreadSlot]], now: datetime, config: Eng
             result.outcomes[TICK_FAILED] += 1
             continue
         if step.slot is not None:
-            result.states[thread_id] = replaced(step.slot, {"applied": slot.applied})
+            result.states[thread_id] = step.slot
             result.emits.extend(step.emits)
-    _publish_states(result, result.states)
+    _publish_states(result)
     return result
 
 
-def _publish_states(result: BatchResult[ThreadSlot], changed: Container[str]) -> None:
+def _publish_states(result: BatchResult[ThreadSlot]) -> None:
     for thread_id, slot in result.states.items():
-        if thread_id in changed and slot.state is not None:
+        if slot.state is not None:
             result.emits.append(Emit(THREAD_STATE, thread_id, slot.state))

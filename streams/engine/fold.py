@@ -66,12 +66,6 @@ class ThreadSlot(Record):
     routes: ThreadRoutes | None = None
     """Where the thread's state goes (its project, the conversations that show it): kept by the routing fused into
     the engine (`streams.engine.routing`); the engine's own folds neither read nor keep it."""
-    applied: dict[str, int] = Field(default_factory=dict)
-    """Per input partition (`topic:partition`), the offset of the last record of the thread folded before this slot
-    was written (`streams.engine.batch.process_batch`). A batch's outputs are acknowledged before its slots are
-    written and the offsets committed after, so a worker that dies in between reads those records again: one at or
-    below its partition's offset here was folded and published, and is passed over rather than judged a second
-    time against a state that already holds it (a snapshot would turn from `accept` to `not_newer`)."""
 
 
 @dataclass(frozen=True)
@@ -84,17 +78,6 @@ class Step:
 
 
 UNCHANGED = Step(None)
-JUST_AFTER = timedelta(microseconds=1)
-
-
-def after_last_change(state: ThreadState | None, at: datetime) -> datetime:
-    """The time a change of the thread at `at` takes: `at`, or just after the thread's last change when that is not
-    earlier. A thread's states are then strictly ordered by `updated_at` even when several of its records share one
-    millisecond in the log: a replay cut into other batches publishes states the first pass coalesced away, and
-    readers (the routing, the project fold) must see them as older than the state they hold, not as its twin."""
-    if state is None or at > state.updated_at:
-        return at
-    return state.updated_at + JUST_AFTER
 
 
 # -- admission ------------------------------------------------------------------------------------------------------
@@ -353,16 +336,15 @@ def apply_compaction_started(
 def tick(slot: ThreadSlot, now: datetime, config: EngineConfig) -> Step:
     """Time-driven changes: a missed report deadline (stale), an expired package, grace periods and horizons.
 
-    They are applied at the latest of the thread's deadlines that `now` has passed (`after_last_change`), not at
-    `now`: the outputs then carry the time that fired them, and a timer run again after a restart publishes the very
-    same records."""
+    They are applied at the latest of the thread's deadlines that `now` has passed, not at `now`: the outputs then
+    carry the time that fired them, and a timer run again after a restart publishes the very same records."""
     state = slot.state
     if state is None:
         return UNCHANGED
     passed = [deadline for deadline in _deadlines(state, config) if deadline <= now]
     if not passed:
         return UNCHANGED
-    at = after_last_change(state, max(passed))
+    at = max(*passed, state.updated_at)
     cause = f"{state.snapshot_id}:tick"
     emits: list[Emit] = []
     if not state.stale and at >= state.report_deadline_at:

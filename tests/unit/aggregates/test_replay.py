@@ -131,36 +131,3 @@ def test_a_retirement_carries_the_deadline_that_fired_it() -> None:
     assert _published(later) == _published(late)
     [event] = [e.record for e in late.emits if e.topic == CLIENT_EVENTS]
     assert event.occurred_at == deadline
-
-
-def test_a_replay_cut_into_other_batches_publishes_each_project_event_id_with_one_content() -> None:
-    """Issue 38.8: a worker killed before it wrote its slots reads the records again, maybe in other batches, and
-    publishes the thread states the first pass coalesced away. Logged in the same millisecond, those must reach the
-    project fold as older than the state it holds, or it republishes the view under an id it used already."""
-    inputs = [
-        snapshot(80, thread="thread-a", version=1),
-        snapshot(30, thread="thread-b", version=1),
-        snapshot(50, thread="thread-a", version=2),
-        snapshot(20, thread="thread-b", version=2),
-    ]
-    messages = [
-        InputMessage(SNAPSHOTS, 0, offset, record.thread_id.encode(), encode_record(record), timestamp=at(1))
-        for offset, record in enumerate(inputs)
-    ]
-
-    def engine(batch: list[InputMessage]) -> list[InputMessage]:
-        emits = fused_batch(batch, {}.get, {}.get, at(10), EngineConfig(), CONFIG, PREFIX).emits
-        return [
-            InputMessage(e.topic, 0, 0, e.key.encode(), encode_record(e.record), timestamp=at(1))
-            for e in emits
-            if e.topic == THREAD_STATE_BY_PROJECT
-        ]
-
-    forwarded = engine(messages) + [state for message in messages for state in engine([message])]
-    forwarded = [replace(message, offset=offset) for offset, message in enumerate(forwarded)]
-    events = projects_batch(forwarded, {}.get, at(10), CONFIG, PREFIX).emits
-    contents: dict[str, set[bytes]] = {}
-    for event in (e.record for e in events if e.topic == CLIENT_EVENTS):
-        contents.setdefault(event.event_id, set()).add(encode_record(event))
-    assert contents
-    assert [event_id for event_id, seen in contents.items() if len(seen) > 1] == []
