@@ -110,8 +110,7 @@ def test_plain_models_encode_to_pydantic_bytes_and_back(model: type[BaseModel], 
 
 
 def test_the_hot_records_are_plain() -> None:
-    # ThreadSlot left the plain set when it took its applied offsets (a dict): pydantic writes it for now
-    hot = {"ThreadState", "ContextEvent", "ContextAlert", "MasterActionRecord", "SnapshotVerdict"}
+    hot = {"ThreadSlot", "ThreadState", "ContextEvent", "ContextAlert", "MasterActionRecord", "SnapshotVerdict"}
     assert hot <= {m.__name__ for m in PLAIN}
 
 
