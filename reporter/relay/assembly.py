@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 
 from core.handoff import missing_for_ready
+from reporter.agent_handoff import AgentHandoff
 from reporter.git_facts import GIT_TIMEOUT_SECONDS, Checklist, git_view
-from reporter.relay.agent_handoff import AgentHandoff
 from schemas import HandoffPackage, PackageStatus
 from schemas.base import MAX_LIST_ITEMS, MAX_LONG_TEXT_LENGTH, MAX_SHORT_TEXT_LENGTH
 

@@ -21,13 +21,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.handoff import ready_for_cycle
-from reporter.budget_api import BudgetApi
+from reporter.budget_api import BudgetApi, package_to_check
 from reporter.codex.app_server import CodexAppServerParser
 from reporter.codex.app_server_client import AppServerClient
 from reporter.delivery.http import HttpDelivery
 from reporter.delivery.kafka import KafkaDelivery
 from reporter.git_facts import WorkFactTracker
-from reporter.hooks.actions import package_to_check
 from reporter.readings import Identity
 from reporter.relay.assembly import FACTS_ONLY_MARK
 from reporter.relay.inbox import cycle_of

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.handoff import assess
+from reporter.agent_handoff import AgentHandoff, output_schema, parse
 from reporter.git_facts import Checklist
-from reporter.relay.agent_handoff import AgentHandoff, output_schema, parse
 from reporter.relay.assembly import FACTS_ONLY_MARK, assemble, gather, promote
 from schemas import PackageStatus
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.readings import Identity
-from reporter.relay.agent_handoff import AgentHandoff
 from reporter.relay.assembly import FACTS_ONLY_MARK
 from reporter.relay.inbox import ThreadCycle
 from reporter.relay.outbox import OUTBOX_NAME, RelayOutbox
