@@ -11,26 +11,24 @@ from api.reads import action_items
 from api.views import THREAD_DETAIL_FROM_REPORT, THREAD_DETAIL_FROM_STATE, ThreadContextDetail
 from schemas import CompactionFinished, ContextBudgetIndicator, ConversationItem, ProjectDetail
 from sinks.queries import Row
+from sinks.tables import CONVERSATION_INDICATORS, PROJECT_CONTEXT_RISK
+
+CONVERSATION_ITEM_COPIED = CONVERSATION_INDICATORS.kept_as_is(ConversationItem)
+"""What a conversation row gives back as stored; the indicator is rebuilt from its flattened `indicator_` columns."""
+PROJECT_DETAIL_COPIED = PROJECT_CONTEXT_RISK.kept_as_is(ProjectDetail)
+"""What a project row gives back as stored; `active_thread_contexts` is kept as the JSON the ranking produced."""
 
 
 def conversation_item(row: Row) -> ConversationItem:
     visible = row["indicator_visible"]
+    indicator = ContextBudgetIndicator(
+        visible=visible,
+        percent=row["indicator_percent"] if visible else None,
+        level=row["indicator_level"] if visible else None,
+        stale=row["indicator_stale"] if visible else False,
+    )
     return ConversationItem(
-        conversation_id=row["conversation_id"],
-        conversation_type=row["conversation_type"],
-        project_id=row["project_id"],
-        project_title=row["project_title"],
-        manual_pinned=row["manual_pinned"],
-        latest_reply_at=row["latest_reply_at"],
-        context_budget_indicator=ContextBudgetIndicator(
-            visible=visible,
-            percent=row["indicator_percent"] if visible else None,
-            level=row["indicator_level"] if visible else None,
-            stale=row["indicator_stale"] if visible else False,
-        ),
-        context_budget_source_node_id=row["context_budget_source_node_id"],
-        context_budget_updated_at=row["context_budget_updated_at"],
-        must_finish_before_compaction=row["must_finish_before_compaction"],
+        **{name: row[name] for name in CONVERSATION_ITEM_COPIED}, context_budget_indicator=indicator
     )
 
 
@@ -39,15 +37,8 @@ def sort_key(row: Row) -> SortKey:
 
 
 def project_detail(row: Row) -> ProjectDetail:
-    """The stored view; `active_thread_contexts` is kept as the JSON the ranking produced."""
-    body = {
-        "project_id": row["project_id"],
-        "active_thread_contexts": orjson.Fragment(row["active_thread_contexts"] or "[]"),
-        "next_compaction_risk_thread_id": row["next_compaction_risk_thread_id"],
-        "threads_requiring_handoff": row["threads_requiring_handoff"],
-        "master_context_strategy_summary": row["master_context_strategy_summary"],
-        "new_subtask_thread_ids": row.get("new_subtask_thread_ids") or [],
-    }
+    body = {name: row[name] for name in PROJECT_DETAIL_COPIED}
+    body["active_thread_contexts"] = orjson.Fragment(row["active_thread_contexts"] or "[]")
     return ProjectDetail.model_validate_json(orjson.dumps(body))
 
 

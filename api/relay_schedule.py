@@ -33,8 +33,10 @@ RELAYING = (PackageStatus.DRAFT.value, PackageStatus.READY.value)
 _CONSUMED = (
     f"SELECT from_thread_id, to_thread_id, task_id, consumed_at FROM"
     f" (SELECT * EXCEPT ({VERSION_COLUMN}) FROM {THREAD_HANDOFF_PACKAGES.name} FINAL WHERE project_id = {{p:String}})"
-    " WHERE package_status = 'consumed' AND consumed_at IS NOT NULL"
+    " WHERE package_status = 'consumed' AND consumed_at IS NOT NULL AND (from_thread_id IN {threads:Array(String)}"
+    " OR to_thread_id IN {threads:Array(String)} OR ifNull(task_id, '') IN {tasks:Array(String)})"
 )
+"""The consumed packages of the given threads' work: from one of them, into one, or of one of their tasks."""
 
 
 def node_relays(client: Client, nodes: Collection[str]) -> dict[str, int]:
@@ -52,11 +54,14 @@ def node_relays(client: Client, nodes: Collection[str]) -> dict[str, int]:
 
 
 def relay_histories(client: Client, project_id: str, threads: Sequence[Row]) -> dict[str, RelayHistory]:
-    """Each of `threads` (rows of thread_context_latest of the project) with the history of its relays."""
-    consumed = query_rows(client, _CONSUMED, p=project_id)
+    """Each of `threads` (rows of thread_context_latest of the project) with the history of its relays: the packages
+    of their own work only, and a first report only of those a package was consumed into."""
+    ids = {thread["thread_id"] for thread in threads}
+    tasks = {thread["task_id"] for thread in threads if thread.get("task_id")}
+    consumed = query_rows(client, _CONSUMED, p=project_id, threads=sorted(ids), tasks=sorted(tasks))
     into: dict[str, datetime] = {}
     for row in consumed:
-        if row["to_thread_id"]:
+        if row["to_thread_id"] in ids:
             into[row["to_thread_id"]] = max(row["consumed_at"], into.get(row["to_thread_id"], row["consumed_at"]))
     first = _first_pct_since(client, project_id, into)
     histories = {}

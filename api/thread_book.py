@@ -5,7 +5,7 @@ reports this API itself has put on `snapshots` since, which the engine has not f
 ClickHouse's `thread_context_latest`: it is the state the engine judges with (the marks of every source, which the
 table does not keep), it is current when the sinks lag or ClickHouse is down, and a report costs no query.
 
-The engine stays the authority (streams.engine.fold.project_conflict, core.precedence): this book lets the
+The engine stays the authority (streams.engine.fold.refusal, core.precedence): this book lets the
 API refuse a takeover or say "not accepted" at once in the common case, not in a race with the engine.
 
 Consumes: the engine keeps a package's first consume (core.handoff: a finished package is final). The book holds

@@ -22,6 +22,10 @@ REQUIRED_FOR_READY = ("summary_text",)
 """What a ready package must carry: without its summary the next thread cannot continue the work."""
 BEST_EFFORT_FIELDS = ("critical_files", "critical_commands", "critical_tests")
 """The spec 8.3 essentials a worker fills when the thread has them; their absence does not demote a package."""
+FACTS_ONLY_MARK = "[facts only: the agent could not be asked; summary from its latest messages]"
+"""Heads the summary of a package the relay made without the agent's part, so the next thread and the master can
+tell: the relay writes it (reporter.relay.assembly), and looks for it before replacing a package; the analytics views
+of sinks migration 10 count packages by it (a released migration, so changing the mark is a new migration)."""
 
 
 @dataclass(frozen=True)

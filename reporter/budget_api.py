@@ -14,12 +14,18 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from schemas import HandoffPackage
+from schemas import HandoffPackage, PackageStatus
 
 CONTEXT_BUDGET_PATH = "/api/v1/threads/{thread_id}/context-budget"  # spec 6.3
 PACKAGE_PATH = "/api/v1/handoff-packages/{package_id}"
 CONSUME_PATH = "/api/v1/handoff-packages/{package_id}/consume"
 HOOK_TIMEOUT_SECONDS = 3.0
+
+
+def package_to_check(detail: dict[str, Any]) -> str | None:
+    """The package whose cycle decides `ready`: only a ready one can be (the detail says its status, not its age)."""
+    ready = detail.get("handoff_package_status") == PackageStatus.READY.value
+    return detail.get("handoff_package_id") if ready else None
 
 
 class ApiUnavailable(Exception):

@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
+from core.handoff import FACTS_ONLY_MARK
+
 MIGRATIONS_TABLE = "schema_migrations"
-FACTS_ONLY = "'[facts only: the agent could not be asked; summary from its latest messages]'"
-"""The relay's mark that starts a facts-only package's summary (reporter.relay.assembly.FACTS_ONLY_MARK), as the SQL
-literal the views of migration 10 match: frozen here, since a released migration never changes."""
+FACTS_ONLY = f"'{FACTS_ONLY_MARK}'"
+"""The relay's mark that starts a facts-only package's summary, as the SQL literal the views of migration 10 match
+(the mark holds no quote or backslash to escape)."""
 
 
 @dataclass(frozen=True)
@@ -669,7 +671,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Per UTC day, project, agent tool and model: how the relay did (spec 9.5, issue 37). Each fact counts on
             # the day it happened: a compaction when it began, with the thread's newest package ready by then (its
             # summary tells the agent's own part from a facts-only one, which starts with the relay's mark,
-            # reporter.relay.assembly.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
+            # core.handoff.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
             # alert when it opened; a prepare_handoff when it was issued, with its wait until the engine marked it
             # done because a package got ready (the waits view's finished_at takes any done); thread-hours: the time
             # threads reported (analytics_thread_time but stale). Percentiles by the nearest rank below, as

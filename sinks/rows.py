@@ -49,6 +49,12 @@ class TableSpec:
         names = tuple(c.name for c in self.columns)
         return (*names, VERSION_COLUMN) if self.versioned else names
 
+    def kept_as_is(self, model: type[BaseModel]) -> tuple[str, ...]:
+        """The fields of `model` this table keeps in a same-named column, as they are: what a reader copies back
+        (fields the table skips or computes are the reader's to rebuild)."""
+        plain = {c.name for c in self.columns if c.get is None}
+        return tuple(name for name in model.model_fields if name in plain)
+
     def row(self, record: Any, offset: int) -> tuple[Any, ...]:
         """The record as a row in `column_names` order."""
         values = tuple(get(record) for get in self._getters)

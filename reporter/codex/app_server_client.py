@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
-from reporter.relay.agent_handoff import AgentHandoff, ask_text, output_schema, parse
+from reporter.agent_handoff import AgentHandoff, ask_text, output_schema, parse
 from schemas import MasterAction
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from reporter.agent_tool import AgentTool, FileSource, ReadOptions
 from reporter.codex import trust
 from reporter.codex.formats import codex_home
 from reporter.codex.rollouts import RolloutTailer
-from reporter.hooks.installed import ours
+from reporter.hook_command import ours
 
 APP_SERVER_SOURCE = "codex-app-server"
 """`--from codex-app-server`: the app-server's notifications, on stdin or as its client (reporter/cli.py)."""

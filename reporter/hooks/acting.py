@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reporter.budget_api import ApiUnavailable, BudgetApi
+from reporter.budget_api import ApiUnavailable, BudgetApi, package_to_check
 from reporter.hooks import memory as hook_memory
 from reporter.hooks.actions import (
     CONTEXT_EVENTS,
@@ -26,7 +26,6 @@ from reporter.hooks.actions import (
     additional_context,
     decide,
     handoff_command,
-    package_to_check,
     remember,
     thread_duty,
 )

@@ -36,7 +36,7 @@ from core.actions import WRAP_UP_ACTIONS
 from core.handoff import ready_for_cycle
 from reporter.hooks.payload import HookInput
 from reporter.relay.inbox import cycle_of
-from schemas import HandoffPackage, MasterActionItem, PackageStatus
+from schemas import HandoffPackage, MasterActionItem
 
 STOP = "Stop"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
@@ -58,12 +58,6 @@ class ThreadDuty:
     """Open `prepare_handoff` / `pre_compaction_wrap_up` actions of the current cycle."""
     ready: bool
     """A ready package exists for the current cycle."""
-
-
-def package_to_check(detail: dict[str, Any]) -> str | None:
-    """The package whose cycle decides `ready`: only a ready one can be (the detail says its status, not its age)."""
-    ready = detail.get("handoff_package_status") == PackageStatus.READY.value
-    return detail.get("handoff_package_id") if ready else None
 
 
 def thread_duty(detail: dict[str, Any], package: HandoffPackage | None) -> ThreadDuty:

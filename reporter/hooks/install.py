@@ -28,7 +28,7 @@ from typing import Annotated, Any
 import typer
 
 from reporter.atomic_file import write_atomically
-from reporter.hooks.installed import hook_command, ours
+from reporter.hook_command import hook_command, ours
 from reporter.tools import Tool, agent_tool
 
 HOOK_TIMEOUT_SECONDS = 15

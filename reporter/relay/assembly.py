@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from core.handoff import missing_for_ready
+from core.handoff import FACTS_ONLY_MARK, missing_for_ready
+from reporter.agent_handoff import AgentHandoff
 from reporter.git_facts import GIT_TIMEOUT_SECONDS, Checklist, git_view
-from reporter.relay.agent_handoff import AgentHandoff
 from schemas import HandoffPackage, PackageStatus
 from schemas.base import MAX_LIST_ITEMS, MAX_LONG_TEXT_LENGTH, MAX_SHORT_TEXT_LENGTH
 
-FACTS_ONLY_MARK = "[facts only: the agent could not be asked; summary from its latest messages]"
-"""Heads the summary of a package made without the agent's part, so the next thread and the master can tell."""
 COMMIT_PREFIX = "completed patch: commit "
 COMMITS_KEPT = 50
 

@@ -24,11 +24,11 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.budget_api import ApiUnavailable, BudgetApi
 from reporter.delivery.http import HttpDelivery
 from reporter.delivery.spool import LOCK_NAME
 from reporter.readings import Identity
-from reporter.relay.agent_handoff import AgentHandoff
 from reporter.relay.inbox import cycle_of
 from reporter.relay.resume import resume_prompt
 from reporter.relay.write import RelayPaths, leave_part, write_handoff

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.atomic_file import write_atomically
-from reporter.relay.agent_handoff import AgentHandoff
 
 
 @dataclass(frozen=True)

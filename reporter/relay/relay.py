@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.delivery import DeliveryError, RejectedRecord, RetryDelays
 from reporter.git_facts import Checklist
 from reporter.readings import Identity
-from reporter.relay.agent_handoff import AgentHandoff
 from reporter.relay.assembly import assemble, gather, promote
 from reporter.relay.inbox import AgentInbox, ThreadCycle
 from reporter.relay.outbox import Owed, RelayDeliverer, RelayOutbox

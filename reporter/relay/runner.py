@@ -20,16 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.handoff import ready_for_cycle
-from reporter.budget_api import BudgetApi
+from core.handoff import FACTS_ONLY_MARK, ready_for_cycle
+from reporter.budget_api import BudgetApi, package_to_check
 from reporter.codex.app_server import CodexAppServerParser
 from reporter.codex.app_server_client import AppServerClient
 from reporter.delivery.http import HttpDelivery
 from reporter.delivery.kafka import KafkaDelivery
 from reporter.git_facts import WorkFactTracker
-from reporter.hooks.actions import package_to_check
 from reporter.readings import Identity
-from reporter.relay.assembly import FACTS_ONLY_MARK
 from reporter.relay.inbox import cycle_of
 from reporter.relay.relay import DEFAULT_ASK_SECONDS, AgentAsker, Look, Relay, ThreadView, ThreadWork, no_look
 from reporter.relay.write import RelayPaths

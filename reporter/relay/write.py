@@ -1,7 +1,7 @@
 """`ctxbudget handoff write --thread T`: the agent's part on stdin, the worker's facts from git, one package posted.
 
 The agent runs it when a hook tells it to (reporter/hooks/actions.py), in its own working directory. Its part
-(`reporter.relay.agent_handoff.AgentHandoff`, JSON on stdin) and the git facts of that directory make the package, which
+(`reporter.agent_handoff.AgentHandoff`, JSON on stdin) and the git facts of that directory make the package, which
 goes out `draft`, then `ready` once it meets the engine's rule. The part is first left in the shared inbox
 (reporter.relay.inbox), with the thread's compaction cycle, so that the relay of a running reporter assembles every
 later package of the cycle with it. What the API does not take now stays in this command's own outbox
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from reporter.agent_handoff import AgentHandoff
 from reporter.readings import Identity
-from reporter.relay.agent_handoff import AgentHandoff
 from reporter.relay.assembly import assemble, gather, promote
 from reporter.relay.inbox import AgentInbox, InboxEntry, ThreadCycle
 from reporter.relay.outbox import OUTBOX_NAME, Owed, RelayDeliverer, RelayOutbox

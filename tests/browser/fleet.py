@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.handoff import FACTS_ONLY_MARK
 from core.levels import classify_level
-from reporter.relay.assembly import FACTS_ONLY_MARK
 from schemas import (
     ContextAlert,
     ContextEvent,

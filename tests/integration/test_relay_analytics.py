@@ -16,10 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.tokens import Role
-from reporter.relay.assembly import FACTS_ONLY_MARK
+from core.handoff import FACTS_ONLY_MARK
 from schemas import ContextAlert, ContextEvent, HandoffPackage, MasterActionRecord, Record, ThreadContextSnapshot
 from schemas.events import CompactionFinished
-from sinks.migrations import FACTS_ONLY, migrate
+from sinks.migrations import migrate
 from sinks.rows import TableSpec
 from sinks.tables import (
     COMPACTION_EVENTS,
@@ -231,10 +231,6 @@ def relay(clickhouse: Any) -> Iterator[Any]:
             ],
         )
         yield client
-
-
-def test_the_views_match_the_relays_own_facts_only_mark() -> None:
-    assert f"'{FACTS_ONLY_MARK}'" == FACTS_ONLY
 
 
 def test_each_thread_has_the_tool_and_model_its_newest_report_names(relay: Any) -> None:

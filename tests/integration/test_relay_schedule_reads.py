@@ -30,10 +30,23 @@ def db(fresh_db) -> Any:
     return fresh_db
 
 
-def put_thread(db: Any, tag: str, thread: str, project: str, handoff: HandoffPackage | None) -> None:
+def put_thread(
+    db: Any, tag: str, thread: str, project: str, handoff: HandoffPackage | None, task: str | None = None
+) -> None:
     """The engine's state of `thread` (on node mac-01) holding `handoff`, written the sinks' way."""
     state = engine_outputs(thread, project)["thread-state"][-1]
-    store(db, tag, "thread-state", [state.model_copy(update={"handoff": handoff})])
+    store(db, tag, "thread-state", [state.model_copy(update={"handoff": handoff, "task_id": task})])
+
+
+class CountingClient:
+    """The ClickHouse client, counting the queries it was asked."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.queries = client, 0
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.client.query(*args, **kwargs)
 
 
 def consumed(package: HandoffPackage, into: str, seconds: float) -> HandoffPackage:
@@ -88,9 +101,28 @@ def test_running_relays_fill_the_node_cap_futile_ones_are_refused_and_the_rest_q
     assert schedule.relays[1].reason.startswith("its relay started at 50% left")  # 90% came before the consume
     assert schedule.relays[3].reason == "node mac-01 already runs 2 relays (cap 2)"
     assert schedule.new_subtask.thread_id is None
-    row = latest_thread(db, "relay-d")
-    assert thread_futile_reason(db, row, DEFAULT_POLICY, LIMITS).startswith("its relay started at 50% left")
-    assert thread_futile_reason(db, latest_thread(db, "t-first"), DEFAULT_POLICY, LIMITS) == ""
+    # a thread's detail reads its own work's packages, and a first report only of a thread relayed into
+    relay_d, t_first = CountingClient(db), CountingClient(db)
+    reason = thread_futile_reason(relay_d, latest_thread(db, "relay-d"), DEFAULT_POLICY, LIMITS)
+    assert reason.startswith("its relay started at 50% left")
+    assert thread_futile_reason(t_first, latest_thread(db, "t-first"), DEFAULT_POLICY, LIMITS) == ""
+    assert (relay_d.queries, t_first.queries) == (2, 1)
+
+
+def test_a_package_of_the_same_task_consumed_moments_ago_makes_a_relay_futile(db) -> None:
+    tag, project = uuid.uuid4().hex[:6], "proj-task"
+    package = engine_outputs("t-other", project)["thread-state"][-1].handoff.model_copy(
+        update={"project_id": project, "task_id": "task-1"}
+    )
+    put_thread(db, tag, "t-other", project, consumed(package, "relay-other", 0))
+    put_thread(db, tag, "t-task", project, None, task="task-1")
+    put_thread(db, tag, "t-else", project, None, task="task-2")
+    wanting = ["t-task", "t-else"]
+    detail = ProjectDetail(
+        project_id=project, active_thread_contexts=[summary(t) for t in wanting], threads_requiring_handoff=wanting
+    )
+    schedule = project_schedule(db, detail, DEFAULT_POLICY, LIMITS, now=at(60))
+    assert [(e.thread_id, e.verdict.value) for e in schedule.relays] == [("t-task", "futile"), ("t-else", "start")]
 
 
 def test_the_same_work_is_no_longer_futile_once_the_repeat_window_passed(db) -> None:

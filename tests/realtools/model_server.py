@@ -54,7 +54,7 @@ OBEYED_MARK = "[ctxbudget handoff already written]"
 # The tool calls of the turn so far, written into a summary: a compaction mid-turn drops them, and the turn must still
 # end after `steps_per_turn` calls instead of starting over (and compacting again) forever.
 TURN_STEPS = re.compile(r"\[steps of this turn: (\d+)\]")
-# reporter/relay/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself
+# reporter/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself
 # (turn/steer into the running turn, or turn/start) for its part of the handoff, answered as one JSON object.
 ASK = re.compile(r"ctxbudget: the context budget asks for `")
 # reporter/relay/resume.py `resume_prompt()`'s opening: the thread starts from a handoff package.

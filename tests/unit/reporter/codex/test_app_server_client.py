@@ -9,9 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from reporter.agent_handoff import output_schema
 from reporter.codex.app_server import CodexAppServerParser
 from reporter.codex.app_server_client import AppServerClient, Sandbox
-from reporter.relay.agent_handoff import output_schema
 from schemas import MasterAction
 from tests.standins.codex_app_server import HANDOFF
 

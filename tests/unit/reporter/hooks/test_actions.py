@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from reporter.budget_api import package_to_check
 from reporter.hooks import memory as hook_memory
 from reporter.hooks.actions import (
     HookMemory,
@@ -11,7 +12,6 @@ from reporter.hooks.actions import (
     decide,
     handoff_command,
     instruction,
-    package_to_check,
     remember,
     thread_duty,
 )

@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ctxbudget.cli import app
+from reporter.hook_command import hook_command, ours
 from reporter.hooks.install import MATCHERS, Scope, config_path, merged
-from reporter.hooks.installed import hook_command, ours
 from reporter.tools import Tool
 
 USER_HOOKS = {

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.handoff import assess
+from core.handoff import FACTS_ONLY_MARK, assess
+from reporter.agent_handoff import AgentHandoff, output_schema, parse
 from reporter.git_facts import Checklist
-from reporter.relay.agent_handoff import AgentHandoff, output_schema, parse
-from reporter.relay.assembly import FACTS_ONLY_MARK, assemble, gather, promote
+from reporter.relay.assembly import assemble, gather, promote
 from schemas import PackageStatus
 
 NOW = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)

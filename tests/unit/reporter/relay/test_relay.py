@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from core.handoff import FACTS_ONLY_MARK
+from reporter.agent_handoff import AgentHandoff
 from reporter.delivery import DeliveryError, RejectedRecord
 from reporter.readings import Identity
-from reporter.relay.agent_handoff import AgentHandoff
-from reporter.relay.assembly import FACTS_ONLY_MARK
 from reporter.relay.inbox import ThreadCycle
 from reporter.relay.outbox import OUTBOX_NAME, RelayOutbox
 from reporter.relay.relay import Relay, ThreadView, ThreadWork, package_id
