@@ -17,6 +17,8 @@ from core.topics import (
     ALERT_COMMANDS_BY_THREAD,
     ALERTS,
     CLIENT_EVENTS,
+    COMPACTION_POINTS,
+    COMPACTION_SAMPLES,
     COMPACTIONS,
     CONTEXT_EVENTS,
     CONVERSATION_INDICATORS,
@@ -117,6 +119,25 @@ INDICATORS_FOLD = Fold(
     (CONVERSATION_INDICATORS, CONVERSATION_LINKS, CLIENT_EVENTS, CONVERSATIONS, DEADLETTER),
     table="indicator states",
 )
+# Where the fleet sees each tool compact (`core.fleet_points`): the finished compactions re-keyed by the point they
+# teach, learned per point, read back as a global table by the projection
+ROUTE_COMPACTIONS_FOLD = Fold(
+    "route_compaction_samples", _roles("aggregates"), (COMPACTIONS,), (COMPACTION_SAMPLES, DEADLETTER)
+)
+COMPACTION_POINTS_FOLD = Fold(
+    "learn_compaction_points",
+    _roles("aggregates"),
+    (COMPACTION_SAMPLES,),
+    (COMPACTION_POINTS, CLIENT_EVENTS, DEADLETTER),
+    table="compaction points",
+)
+LEARNED_POINTS_FOLD = Fold(
+    "load_compaction_points",
+    _roles("projection"),
+    (COMPACTION_POINTS,),
+    (DEADLETTER,),
+    table="compaction points (global table)",
+)
 SINKS_FOLD = Fold(
     "clickhouse_sink",
     _roles("sinks"),
@@ -132,6 +153,7 @@ SINKS_FOLD = Fold(
         COMPACTIONS,
         THREAD_PROJECTIONS,
         MASTER_ACTIONS,
+        COMPACTION_POINTS,
         DEADLETTER,
     ),
     (),
@@ -146,5 +168,8 @@ FOLDS: tuple[Fold, ...] = (
     PROJECTION_FOLD,
     PROJECTS_FOLD,
     INDICATORS_FOLD,
+    ROUTE_COMPACTIONS_FOLD,
+    COMPACTION_POINTS_FOLD,
+    LEARNED_POINTS_FOLD,
     SINKS_FOLD,
 )

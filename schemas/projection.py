@@ -51,6 +51,7 @@ class UsageAnchor(Record):
     input_tokens: TokenCount
     model: Name | None = None
     context_window_tokens: TokenCount | None = None
+    tool_version: Name | None = None
 
 
 class SurfaceEntry(Record):

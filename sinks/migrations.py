@@ -621,6 +621,43 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        10,
+        "the fleet's learned compaction points with their evidence; compactions keep their window and tool version",
+        (
+            """
+            CREATE TABLE IF NOT EXISTS compaction_points
+            (
+                point_key String,
+                agent_tool LowCardinality(String),
+                tool_version LowCardinality(String),
+                model LowCardinality(String),
+                context_window_tokens UInt32,
+                default_point_tokens UInt32,
+                compaction_point_tokens Nullable(UInt32),
+                band_low_tokens Nullable(UInt32),
+                band_high_tokens Nullable(UInt32),
+                sample_tokens Array(UInt32),
+                compactions UInt32,
+                since Nullable(DateTime64(3, 'UTC')),
+                previous_point_tokens Nullable(UInt32),
+                moved_at Nullable(DateTime64(3, 'UTC')),
+                moves UInt32,
+                project_ids Array(String),
+                updated_at DateTime64(3, 'UTC'),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY point_key
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            ALTER TABLE compaction_events
+                ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
+                ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

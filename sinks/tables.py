@@ -30,6 +30,7 @@ from schemas import (
     ThreadState,
     ThresholdPolicy,
 )
+from schemas.compaction_points import CompactionPoint
 from schemas.events import CompactionFinished
 from schemas.projection import ThreadProjection
 from sinks.rows import TableSpec, as_json, columns, optional
@@ -175,6 +176,31 @@ THRESHOLD_POLICIES = TableSpec(
     versioned=True,
 )
 
+COMPACTION_POINTS = TableSpec(
+    "compaction_points",
+    columns(
+        "point_key",
+        "agent_tool",
+        "tool_version",
+        "model",
+        "context_window_tokens",
+        "default_point_tokens",
+        "compaction_point_tokens",
+        "band_low_tokens",
+        "band_high_tokens",
+        "compactions",
+        "since",
+        "previous_point_tokens",
+        "moved_at",
+        "moves",
+        "project_ids",
+        "updated_at",
+        sample_tokens=lambda p: [s.tokens_before for s in p.samples],
+    ),
+    versioned=True,
+)
+"""The fleet's learned compaction point per (tool, version family, model, window), with its evidence."""
+
 # -- history: MergeTree by month -----------------------------------------------------------------------------------
 
 THREAD_CONTEXT_SNAPSHOTS = TableSpec(
@@ -280,6 +306,8 @@ COMPACTION_EVENTS = TableSpec(
         "handoff_ready",
         "model_profile",
         "wrap_up_requested",
+        "context_window_tokens",
+        "tool_version",
     ),
 )
 
@@ -339,6 +367,7 @@ TABLES: tuple[TableSpec, ...] = (
     CONVERSATION_INDICATORS,
     PROJECT_CONTEXT_RISK,
     THRESHOLD_POLICIES,
+    COMPACTION_POINTS,
     THREAD_CONTEXT_SNAPSHOTS,
     THREAD_CONTEXT_SNAPSHOT_INPUTS,
     CONTEXT_EVENTS,
@@ -403,6 +432,7 @@ ROUTES: Mapping[str, Route] = {
             (Target(THREAD_CONTEXT_PROJECTION), Target(THREAD_PROJECTION_HISTORY)),
         ),
         Route("master-actions", Codec(MasterActionRecord), (Target(MASTER_ACTIONS),)),
+        Route("compaction-points", Codec(CompactionPoint), (Target(COMPACTION_POINTS),)),
         Route("deadletter", Codec(DeadLetter), (Target(DEADLETTER),)),
     )
 }

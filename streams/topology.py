@@ -25,11 +25,14 @@ from clickhouse_connect.driver.client import Client
 from core.engine_config import EngineConfig
 from core.folds import (
     ALERT_COMMANDS_FOLD,
+    COMPACTION_POINTS_FOLD,
     ENGINE_FOLD,
     INDICATORS_FOLD,
+    LEARNED_POINTS_FOLD,
     POLICIES_FOLD,
     PROJECTION_FOLD,
     PROJECTS_FOLD,
+    ROUTE_COMPACTIONS_FOLD,
     SINKS_FOLD,
 )
 from core.profiles import ProfileSet
@@ -47,6 +50,7 @@ from streams.aggregates.batch import (
 )
 from streams.aggregates.config import ProjectsConfig
 from streams.clickhouse_writer import ClickHouseWriter
+from streams.compaction_points.batch import POINT_CODEC, points_batch, route_compactions
 from streams.engine.alert_commands import route_alert_commands
 from streams.engine.batch import SLOT_CODEC
 from streams.engine.fold import next_deadline
@@ -92,7 +96,8 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
     # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
     if "projection" in roles:
         assert lookup_policy is not None
-        projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy)
+        lookup_point = runtime.global_table(LEARNED_POINTS_FOLD, POINT_CODEC.decode, key_of=lambda p: p.point_key)
+        projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy, lookup_point)
         metrics.watch_estimator(projection.estimator.stats)
         runtime.keyed_fold(
             PROJECTION_FOLD,
@@ -131,6 +136,18 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
             INDICATORS_FOLD,
             INDICATOR_CODEC.decode,
             batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
+        )
+
+    # -- the fleet's compaction points: finished compactions re-keyed by the point they teach, learned per point ---
+    if "aggregates" in roles:
+        runtime.stateless_fold(
+            ROUTE_COMPACTIONS_FOLD, batch=lambda messages, now: route_compactions(messages, now, prefix)
+        )
+        profiles = ProfileSet()
+        runtime.keyed_fold(
+            COMPACTION_POINTS_FOLD,
+            POINT_CODEC.decode,
+            batch=lambda messages, load, now: points_batch(messages, load, now, profiles, prefix),
         )
 
     # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------

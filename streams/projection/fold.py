@@ -17,14 +17,17 @@ replaces a newer one. The fold is pure apart from the estimator's text cache, wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from core.fleet_points import learned_point, point_key, version_family
 from core.levels import classify_level
-from core.profiles import ProfileSet, window_tokens
+from core.profiles import ModelProfile, ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
 from schemas.base import MAX_TOKENS
+from schemas.compaction_points import CompactionPoint
 from schemas.projection import (
     BudgetReading,
     CompactionRecord,
@@ -67,6 +70,13 @@ class ProjectionStep:
 
 UNCHANGED = ProjectionStep(None)
 
+PointLookup = Callable[[str], CompactionPoint | None]
+"""The fleet's learned compaction point of a point key (`core.fleet_points`), None where none is learned."""
+
+
+def no_points(_key: str) -> CompactionPoint | None:
+    return None
+
 
 def fold(
     state: ProjectionState | None,
@@ -75,6 +85,7 @@ def fold(
     profiles: ProfileSet,
     config: ProjectionConfig,
     policy: ThresholdPolicy = DEFAULT_POLICY,
+    points: PointLookup = no_points,
 ) -> ProjectionStep:
     if state is not None and event.event_id in state.recent_event_ids:
         return UNCHANGED
@@ -90,7 +101,7 @@ def fold(
             "updated_at": max(changed.updated_at, event.occurred_at),
         }
     )
-    reading = budget_reading(changed, event, profiles, config, policy, compacted)
+    reading = budget_reading(changed, event, profiles, config, policy, compacted, points)
     if reading is not None:
         mark = ReadingMark(pct=reading.context_budget_remaining_pct, level=reading.context_budget_level)
         changed = changed.model_copy(update={"last_reading": mark, "readings_emitted": reading.sequence})
@@ -104,24 +115,26 @@ def budget_reading(
     config: ProjectionConfig,
     policy: ThresholdPolicy = DEFAULT_POLICY,
     compacted: bool = False,
+    points: PointLookup = no_points,
 ) -> BudgetReading | None:
-    """The reading for the state, unless it is within the step of the last one at the same level."""
+    """The reading for the state, unless it is within the step of the last one at the same level. The budget is
+    measured against the fleet's learned point of the thread's key where there is one, else the profile's."""
     if state.sample is None and not state.surface and state.manifest is None:
         return None  # nothing measured yet: an empty thread is not a full budget
-    profile = profiles.for_model(state.sample.model if state.sample else None)
-    window = window_tokens(
-        profile,
-        state.manifest.estimated_window_tokens if state.manifest else None,
-        state.sample.context_window_tokens if state.sample else None,
+    model = state.sample.model if state.sample else None
+    profile = profiles.for_model(model)
+    window = thread_window(state, profile)
+    version = version_family(state.sample.tool_version if state.sample else None)
+    point = learned_point(points(point_key(profile.name, version, model or "", window))) or profile.compaction_point(
+        window
     )
     used = state.projected_tokens
-    pct = profile.remaining_pct(used, window)
+    pct = profile.remaining_pct(used, window, point=point)
     level = classify_level(pct, policy)
     last = state.last_reading
     if not compacted and last is not None and level is last.level and abs(pct - last.pct) < config.reading_step_pct:
         return None
-    point = profile.compaction_point(window)
-    early, late = profile.compaction_band(window)
+    early, late = profile.compaction_band(window, point)
     outlook = forecast(state.growth, used, (early, point, late), state.updated_at, config.forecast)
     return BudgetReading(
         thread_id=state.thread_id,
@@ -147,6 +160,15 @@ def budget_reading(
         compaction_count=state.compaction_count,
         compacted=compacted,
         heuristic=state.heuristic,
+    )
+
+
+def thread_window(state: ProjectionState, profile: ModelProfile) -> int:
+    """The window the thread runs with: its latest manifest's, else its sample's, else the profile's."""
+    return window_tokens(
+        profile,
+        state.manifest.estimated_window_tokens if state.manifest else None,
+        state.sample.context_window_tokens if state.sample else None,
     )
 
 
@@ -210,6 +232,7 @@ def _apply_usage(
         input_tokens=event.input_tokens,
         model=event.model or (state.sample.model if state.sample else None),
         context_window_tokens=event.context_window_tokens,
+        tool_version=event.tool_version or (state.sample.tool_version if state.sample else None),
     )
     update: dict[str, object] = {
         "sample": sample,
