@@ -7,9 +7,11 @@ profile's formula); a manual or reactive one says nothing of the threshold. The 
 recent samples, bounded to that band, once `MIN_SAMPLES` agree enough to have one.
 
 A point is announced with a band of `MOVE_FRACTION` around it. While the learned point stays inside, it follows the
-samples without a word; once it leaves, the point *moved*: the band re-centres on it, the evidence restarts from the
-samples inside the new band, and the move is told once. The first point is judged against the formula's, so a vendor
-who moved the point before the fleet ever saw the key is told too.
+samples without a word; once it leaves, and the latest compactions agree with it, the point *moved*: the band
+re-centres on it, the evidence restarts from the samples inside the new band, and the move is told once. The first
+point is judged against the formula's, so a vendor who moved the point before the fleet ever saw the key is told too.
+A reactive compaction can only be told from a threshold one by its size: the pipeline's events do not say whether an
+API error came before it, as the reporter's transcript does.
 """
 
 from __future__ import annotations
@@ -104,13 +106,15 @@ def learn(state: CompactionPoint | None, compaction: CompactionFinished, default
     centre = default_point if announced is None else _centre(current)
     low, high = move_band(centre)
     moved = not low <= learned <= high
+    if moved and not _settled(samples, learned):
+        return Learned(current.model_copy(update=update))  # mid-way between two points: the old one stands
     update["compaction_point_tokens"] = learned
     if moved or announced is None:
         low, high = move_band(learned)
         update |= {"band_low_tokens": low, "band_high_tokens": high}
     if moved:
         # The evidence of the new point: the kept samples inside its band (those of the old point are not).
-        behind = [s for s in samples if low <= s.tokens_before <= high]
+        behind = [s for s in samples if low <= s.tokens_before <= high] or [sample]  # none: the point is clamped
         update |= {
             "compactions": len(behind),
             "since": min(s.completed_at for s in behind),
@@ -129,6 +133,13 @@ def bounded_point(samples: list[PointSample], default_point: int, window: int) -
     assert learned is not None
     low, high = compaction_band(default_point, window)
     return min(high, max(low, learned))
+
+
+def _settled(samples: list[PointSample], learned: int) -> bool:
+    """The latest `MIN_SAMPLES` compactions agree with a point outside the band: the median of a window holding
+    both the old point's samples and the new one's passes through values no thread compacts at."""
+    low, high = move_band(learned)
+    return all(low <= s.tokens_before <= high for s in samples[-MIN_SAMPLES:])
 
 
 def move_band(point: int) -> tuple[int, int]:

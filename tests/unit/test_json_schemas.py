@@ -53,4 +53,5 @@ def test_client_event_schema_names_the_spec_sse_events() -> None:
         "thread.handoff.required",
         "thread.handoff.ready",
         "thread.master_action.issued",  # issue 21, beside the spec's four
+        "tool.compaction_point.moved",  # issue 37
     }

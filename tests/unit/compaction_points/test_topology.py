@@ -1,0 +1,119 @@
+"""The fleet's compaction points through the topology's own declaration, in memory: one thread's threshold
+compactions move the point of its key, the move is told once, and an unrelated thread of the same key (another
+project, another worker) is measured against the new point: its reading, its forecast and the engine's level."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from core.profiles import ClaudeCodeProfile
+from core.settings import Settings
+from core.topics import CLIENT_EVENTS, COMPACTION_POINTS, COMPACTIONS, SESSION_EVENTS, THREAD_PROJECTIONS
+from schemas import CompactionPointMoved, ContextBudgetLevel, Record, TriggerMode
+from schemas.compaction_points import CompactionPoint
+from schemas.projection import ThreadProjection
+from schemas.session_events import CompactionCompleted, CompactionStarted, UsageSample
+from streams.runtime.memory import MemoryRuntime
+from streams.topology import wire
+from tests.unit.projection.builders import T0
+
+MODEL = "claude-sonnet-4-5"
+WINDOW = 200_000
+FORMULA = ClaudeCodeProfile().default_point(WINDOW)
+MOVED_TO = 150_000
+
+
+class Thread:
+    def __init__(self, thread: str, project: str, worker: str) -> None:
+        self.ids = {"thread_id": thread, "project_id": project, "node_id": f"node-{worker}", "worker_id": worker}
+        self.events = 0
+
+    def _next(self, minute: float) -> dict:
+        self.events += 1
+        return {**self.ids, "event_id": f"{self.ids['thread_id']}-{self.events}", "occurred_at": at(minute)}
+
+    def usage(self, tokens: int, minute: float, version: str = "2.1.328") -> UsageSample:
+        return UsageSample(**self._next(minute), input_tokens=tokens, model=MODEL, context_window_tokens=WINDOW,
+                           tool_version=version)  # fmt: skip
+
+    def compaction(self, tokens: int, minute: float) -> list[Record]:
+        mode = TriggerMode.REQUEST_START
+        return [
+            self.usage(tokens, minute),
+            CompactionStarted(**self._next(minute), trigger_mode=mode, tokens_before=tokens),
+            CompactionCompleted(
+                **self._next(minute + 0.5), trigger_mode=mode, tokens_before=tokens, tokens_after=9_000
+            ),
+        ]
+
+
+def at(minute: float):
+    return T0 + timedelta(minutes=minute)
+
+
+def runtime(tmp_path: Path) -> MemoryRuntime:
+    settings = Settings(kafka_bootstrap_servers="127.0.0.1:9", data_dir=tmp_path)
+    memory = MemoryRuntime(settings, T0)
+    wire(memory, settings)
+    return memory
+
+
+def send(memory: MemoryRuntime, records: list[Record], minute: float) -> None:
+    memory.now = at(minute)
+    for record in records:
+        memory.produce(SESSION_EVENTS, record.thread_id, record)  # type: ignore[attr-defined]
+    memory.drain()
+
+
+def test_one_threads_compactions_move_the_point_and_an_unrelated_threads_level_with_it(tmp_path: Path) -> None:
+    memory = runtime(tmp_path)
+    other = Thread("thread-b", "proj-2", "worker-b")
+    send(memory, [other.usage(125_000, 0)], 0)
+    before = memory.state("thread_engine", "thread-b").state
+    assert before.context_budget_level is ContextBudgetLevel.URGENT  # (177,000 - 125,000) / 177,000: 29%
+
+    compacting = Thread("thread-a", "proj-1", "worker-a")
+    for n in range(4):
+        send(memory, compacting.compaction(MOVED_TO + 100 * n, 10 + n), 10 + n)
+
+    [*_, finished] = memory.records(COMPACTIONS)
+    assert (finished.context_window_tokens, finished.tool_version) == (WINDOW, "2.1.328")  # type: ignore[attr-defined]
+    [point] = memory.latest(COMPACTION_POINTS).values()
+    assert isinstance(point, CompactionPoint)
+    assert (point.point_key, point.compaction_point_tokens, point.compactions) == (
+        f"claude-code|2.1.x|{MODEL}|{WINDOW}",
+        MOVED_TO + 150,  # the median of the four: it follows its samples inside the band
+        4,
+    )
+    # told once, to the project whose thread compacted
+    [moved] = [e for e in memory.records(CLIENT_EVENTS) if isinstance(e, CompactionPointMoved)]
+    assert (moved.project_id, moved.previous_point_tokens, moved.compaction_point_tokens) == (
+        "proj-1",
+        FORMULA,
+        MOVED_TO + 100,  # the median of the three that settled it
+    )
+    assert (
+        moved.reason
+        == "Claude Code 2.1.x on claude-sonnet-4-5 now compacts at 150k (was 177k, 3 compactions since 08:10)"
+    )
+
+    send(memory, [other.usage(126_000, 20, version="2.1.330")], 20)  # a patch release of the same line
+    after = memory.state("thread_engine", "thread-b").state
+    assert after.context_budget_level is ContextBudgetLevel.CRITICAL
+    assert after.context_budget_remaining_pct == (MOVED_TO + 150 - 126_000) / (MOVED_TO + 150) * 100
+    projection = memory.latest(THREAD_PROJECTIONS)["thread-b"]
+    assert isinstance(projection, ThreadProjection)
+    # the forecast too: 1,000 tokens a turn (its two samples) left before the new point, not the formula's
+    assert projection.estimated_remaining_turns == (MOVED_TO + 150 - 126_000) // 1_000
+
+
+def test_a_thread_of_another_key_keeps_the_formulas_point(tmp_path: Path) -> None:
+    memory = runtime(tmp_path)
+    compacting = Thread("thread-a", "proj-1", "worker-a")
+    for n in range(4):
+        send(memory, compacting.compaction(MOVED_TO, 10 + n), 10 + n)
+    elsewhere = Thread("thread-c", "proj-2", "worker-c")
+    send(memory, [elsewhere.usage(125_000, 20, version="2.2.1")], 20)
+    state = memory.state("thread_engine", "thread-c").state
+    assert state.context_budget_remaining_pct == (FORMULA - 125_000) / FORMULA * 100
