@@ -17,11 +17,13 @@ API error came before it, as the reporter's transcript does.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.compaction_points import compaction_band, is_threshold_compaction, robust_point
 from core.ids import derived_id
-from schemas import CompactionFinished, CompactionPointMoved, TriggerMode
+from core.profiles import ProfileSet
+from schemas import CompactionFinished, CompactionPointMoved, ThreadContextSnapshot, TriggerMode
 from schemas.compaction_points import MAX_POINT_PROJECTS, CompactionPoint, PointSample
 
 SAMPLES_KEPT = 9
@@ -32,6 +34,8 @@ MOVE_FRACTION = 0.03
 """A learned point this far (either side) from the one announced has moved: Claude Code's move from 167,000 to
 177,000 is 6%, while one release line's points wobble by a turn's growth."""
 TOOL_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+PROFILES = ProfileSet()
+"""The profiles a snapshot's `agent_tool` names (the reporters' names are the profiles')."""
 
 
 def version_family(version: str | None) -> str:
@@ -153,9 +157,34 @@ def _centre(point: CompactionPoint) -> int:
     return (point.band_low_tokens + point.band_high_tokens) // 2
 
 
-def learned_point(point: CompactionPoint | None) -> int | None:
-    """What a thread of the key compacts at, as the fleet learned it; None: the formula's stands."""
+PointLookup = Callable[[str], CompactionPoint | None]
+"""The fleet's learned point of a point key (the `compaction-points` global table's lookup)."""
+
+
+def no_points(_key: str) -> CompactionPoint | None:
+    return None
+
+
+def learned_point(points: PointLookup, tool: str, version: str | None, model: str | None, window: int) -> int | None:
+    """Where a thread of the key compacts, as the fleet learned it; None: the formula's stands."""
+    point = points(point_key(tool, version_family(version), model or "", window))
     return None if point is None else point.compaction_point_tokens
+
+
+def measured(
+    snapshot: ThreadContextSnapshot, points: PointLookup, profiles: ProfileSet = PROFILES
+) -> ThreadContextSnapshot:
+    """The snapshot with its budget measured against the fleet's point of its key, when it says its tool, tokens and
+    window and the key has a point; else as the worker measured it (against its own)."""
+    tool, tokens, window = snapshot.agent_tool, snapshot.context_tokens, snapshot.context_window_tokens
+    profile = profiles.profiles.get(tool or "")
+    if tool is None or tokens is None or window is None or profile is None:
+        return snapshot
+    point = learned_point(points, tool, snapshot.tool_version, snapshot.model, window)
+    if point is None:
+        return snapshot
+    pct = profile.remaining_pct(tokens, window, point=point)
+    return snapshot.model_copy(update={"context_budget_remaining_pct": pct})
 
 
 def describe_move(point: CompactionPoint) -> str:

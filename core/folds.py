@@ -133,7 +133,7 @@ COMPACTION_POINTS_FOLD = Fold(
 )
 LEARNED_POINTS_FOLD = Fold(
     "load_compaction_points",
-    _roles("projection"),
+    _roles("engine", "projection"),
     (COMPACTION_POINTS,),
     (DEADLETTER,),
     table="compaction points (global table)",

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from clickhouse_connect.driver.client import Client
 
 from core.engine_config import EngineConfig
+from core.fleet_points import no_points
 from core.folds import (
     ALERT_COMMANDS_FOLD,
     COMPACTION_POINTS_FOLD,
@@ -92,11 +93,15 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
         if roles & {"engine", "projection"}
         else None
     )
+    lookup_point = (
+        runtime.global_table(LEARNED_POINTS_FOLD, POINT_CODEC.decode, key_of=lambda point: point.point_key)
+        if roles & {"engine", "projection"}
+        else no_points
+    )
 
     # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
     if "projection" in roles:
         assert lookup_policy is not None
-        lookup_point = runtime.global_table(LEARNED_POINTS_FOLD, POINT_CODEC.decode, key_of=lambda p: p.point_key)
         projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy, lookup_point)
         metrics.watch_estimator(projection.estimator.stats)
         runtime.keyed_fold(
@@ -117,7 +122,7 @@ def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = N
             ENGINE_FOLD,
             SLOT_CODEC.decode,
             batch=lambda messages, load, now: fused_batch(
-                messages, load, lookup_policy, now, config, projects_config, prefix
+                messages, load, lookup_policy, now, config, projects_config, prefix, lookup_point
             ),
             tick=lambda slots, now: fused_tick(slots, now, config, projects_config),
             wake=lambda slot, after: next_deadline(slot, after, config),

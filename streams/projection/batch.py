@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core import handoff
+from core.fleet_points import PointLookup, no_points
 from core.ids import derived_id
 from core.levels import policy_for
 from core.profiles import ProfileSet
@@ -40,7 +41,7 @@ from streams.batching import BatchResult, Change, Emit, InputMessage, fold_recor
 from streams.engine.batch import ENGINE_EVENTS, EVENT_CODEC
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.projection.fold import PointLookup, fold, no_points, thread_window
+from streams.projection.fold import fold, thread_window
 
 DECODERS = {SESSION_EVENTS: EVENT_CODEC, THREAD_STATE: Codec(ThreadState)}
 

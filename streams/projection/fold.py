@@ -17,17 +17,15 @@ replaces a newer one. The fold is pure apart from the estimator's text cache, wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from core.fleet_points import learned_point, point_key, version_family
+from core.fleet_points import PointLookup, learned_point, no_points
 from core.levels import classify_level
 from core.profiles import ModelProfile, ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
 from schemas.base import MAX_TOKENS
-from schemas.compaction_points import CompactionPoint
 from schemas.projection import (
     BudgetReading,
     CompactionRecord,
@@ -69,13 +67,6 @@ class ProjectionStep:
 
 
 UNCHANGED = ProjectionStep(None)
-
-PointLookup = Callable[[str], CompactionPoint | None]
-"""The fleet's learned compaction point of a point key (`core.fleet_points`), None where none is learned."""
-
-
-def no_points(_key: str) -> CompactionPoint | None:
-    return None
 
 
 def fold(
@@ -124,10 +115,8 @@ def budget_reading(
     model = state.sample.model if state.sample else None
     profile = profiles.for_model(model)
     window = thread_window(state, profile)
-    version = version_family(state.sample.tool_version if state.sample else None)
-    point = learned_point(points(point_key(profile.name, version, model or "", window))) or profile.compaction_point(
-        window
-    )
+    version = state.sample.tool_version if state.sample else None
+    point = learned_point(points, profile.name, version, model, window) or profile.compaction_point(window)
     used = state.projected_tokens
     pct = profile.remaining_pct(used, window, point=point)
     level = classify_level(pct, policy)

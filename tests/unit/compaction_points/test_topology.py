@@ -7,15 +7,32 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from core.profiles import ClaudeCodeProfile
+from core.levels import classify_level
+from core.profiles import ClaudeCodeProfile, CodexProfile
 from core.settings import Settings
-from core.topics import CLIENT_EVENTS, COMPACTION_POINTS, COMPACTIONS, SESSION_EVENTS, THREAD_PROJECTIONS
-from schemas import CompactionPointMoved, ContextBudgetLevel, Record, TriggerMode
+from core.topics import (
+    CLIENT_EVENTS,
+    COMPACTION_POINTS,
+    COMPACTIONS,
+    SESSION_EVENTS,
+    SNAPSHOT_VERDICTS,
+    SNAPSHOTS,
+    THREAD_PROJECTIONS,
+)
+from schemas import (
+    CompactionPointMoved,
+    ContextBudgetLevel,
+    Record,
+    SnapshotVerdict,
+    ThreadContextSnapshot,
+    TriggerMode,
+)
 from schemas.compaction_points import CompactionPoint
 from schemas.projection import ThreadProjection
 from schemas.session_events import CompactionCompleted, CompactionStarted, UsageSample
 from streams.runtime.memory import MemoryRuntime
 from streams.topology import wire
+from tests.unit.engine.builders import snapshot
 from tests.unit.projection.builders import T0
 
 MODEL = "claude-sonnet-4-5"
@@ -25,8 +42,9 @@ MOVED_TO = 150_000
 
 
 class Thread:
-    def __init__(self, thread: str, project: str, worker: str) -> None:
+    def __init__(self, thread: str, project: str, worker: str, model: str = MODEL, window: int = WINDOW) -> None:
         self.ids = {"thread_id": thread, "project_id": project, "node_id": f"node-{worker}", "worker_id": worker}
+        self.model, self.window = model, window
         self.events = 0
 
     def _next(self, minute: float) -> dict:
@@ -34,13 +52,13 @@ class Thread:
         return {**self.ids, "event_id": f"{self.ids['thread_id']}-{self.events}", "occurred_at": at(minute)}
 
     def usage(self, tokens: int, minute: float, version: str = "2.1.328") -> UsageSample:
-        return UsageSample(**self._next(minute), input_tokens=tokens, model=MODEL, context_window_tokens=WINDOW,
-                           tool_version=version)  # fmt: skip
+        return UsageSample(**self._next(minute), input_tokens=tokens, model=self.model,
+                           context_window_tokens=self.window, tool_version=version)  # fmt: skip
 
-    def compaction(self, tokens: int, minute: float) -> list[Record]:
+    def compaction(self, tokens: int, minute: float, version: str = "2.1.328") -> list[Record]:
         mode = TriggerMode.REQUEST_START
         return [
-            self.usage(tokens, minute),
+            self.usage(tokens, minute, version),
             CompactionStarted(**self._next(minute), trigger_mode=mode, tokens_before=tokens),
             CompactionCompleted(
                 **self._next(minute + 0.5), trigger_mode=mode, tokens_before=tokens, tokens_after=9_000
@@ -62,7 +80,8 @@ def runtime(tmp_path: Path) -> MemoryRuntime:
 def send(memory: MemoryRuntime, records: list[Record], minute: float) -> None:
     memory.now = at(minute)
     for record in records:
-        memory.produce(SESSION_EVENTS, record.thread_id, record)  # type: ignore[attr-defined]
+        topic = SNAPSHOTS if isinstance(record, ThreadContextSnapshot) else SESSION_EVENTS
+        memory.produce(topic, record.thread_id, record)  # type: ignore[attr-defined]
     memory.drain()
 
 
@@ -117,3 +136,31 @@ def test_a_thread_of_another_key_keeps_the_formulas_point(tmp_path: Path) -> Non
     send(memory, [elsewhere.usage(125_000, 20, version="2.2.1")], 20)
     state = memory.state("thread_engine", "thread-c").state
     assert state.context_budget_remaining_pct == (FORMULA - 125_000) / FORMULA * 100
+
+
+def test_a_workers_snapshot_that_says_its_tokens_is_measured_against_the_fleets_point(tmp_path: Path) -> None:
+    """Codex with `model_auto_compact_token_limit` lowered: its app-server reports, which outrank the projection's,
+    are measured by the reporter against the catalog's 90%; the engine measures them against where the fleet saw
+    that Codex compact, and keeps the worker's figure in the snapshot's verdict."""
+    memory = runtime(tmp_path)
+    window = 258_400
+    codex = CodexProfile()
+    compacting = Thread("thread-a", "proj-1", "worker-a", model="gpt-5.5", window=window)
+    for n in range(3):
+        send(memory, compacting.compaction(200_000, 10 + n, version="0.169.0"), 10 + n)
+    [moved] = [e for e in memory.records(CLIENT_EVENTS) if isinstance(e, CompactionPointMoved)]
+    assert moved.reason.startswith("Codex 0.169.x on gpt-5.5 now compacts at 200k (was 245k")
+
+    reported = codex.remaining_pct(150_000, window)  # the reporter's, against 244,800
+    report = snapshot(reported, thread="thread-d", project="proj-3", seconds=20 * 60).model_copy(
+        update={"agent_tool": "codex", "model": "gpt-5.5", "tool_version": "0.169.2", "context_tokens": 150_000,
+                "context_window_tokens": window}
+    )  # fmt: skip
+    send(memory, [report], 20)
+    state = memory.state("thread_engine", "thread-d").state
+    assert classify_level(reported) is ContextBudgetLevel.WATCH
+    assert state.context_budget_remaining_pct == codex.remaining_pct(150_000, window, point=200_000)
+    assert state.context_budget_level is ContextBudgetLevel.URGENT
+    [verdict] = [v for v in memory.records(SNAPSHOT_VERDICTS) if isinstance(v, SnapshotVerdict)
+                 and v.snapshot.thread_id == "thread-d"]  # fmt: skip
+    assert verdict.snapshot.context_budget_remaining_pct == reported
