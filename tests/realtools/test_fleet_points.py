@@ -98,14 +98,17 @@ def test_the_learnt_point_follows_the_real_tools_and_moves_an_unrelated_thread(b
     send(memory, its_events[:half])
 
     with ModelServer(claude=CLAUDE_SCRIPT, codex=CODEX_SCRIPT) as server:
-        # Claude Code at its measured window: about 180,000 with these steps (the formula says 177,000).
+        # Claude Code at its measured window (the formula says 177,000).
         first = played(ClaudeSession(binaries.claude, server, tmp_path / "first", timeout=300), TURNS)
         assert isinstance(first, ClaudeSession)
         send(memory, events_of(first, tmp_path / "first.json", "worker-a"))
         learnt = point_of(memory, CLAUDE_KEY)
+        samples = [s.tokens_before for s in learnt.samples]
         assert len(pre_tokens(first)) == TURNS
-        assert learnt.compaction_point_tokens == sorted(pre_tokens(first))[1]
-        assert learnt.moves == 0  # within 3% of the formula's: nothing to tell
+        assert sorted(samples) == sorted(pre_tokens(first))
+        assert learnt.compaction_point_tokens is not None
+        assert min(samples) <= learnt.compaction_point_tokens <= max(samples)
+        assert learnt.moves == 0, learnt  # within 3% of the formula's: nothing to tell
 
         # A smaller window moves Claude Code's point, as a vendor's change would.
         moved_env = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "180000"}
@@ -117,7 +120,9 @@ def test_the_learnt_point_follows_the_real_tools_and_moves_an_unrelated_thread(b
         moved = point_of(memory, CLAUDE_KEY)
         assert max(pre_tokens(second)) < min(pre_tokens(first))
         assert min(pre_tokens(second)) <= moved.compaction_point_tokens <= max(pre_tokens(second))
-        assert (moved.previous_point_tokens, moved.moves) == (learnt.compaction_point_tokens, 1)
+        assert moved.moves == 1, moved
+        assert moved.previous_point_tokens is not None
+        assert min(samples) <= moved.previous_point_tokens <= max(samples)  # it followed its samples until the move
 
         # The unrelated thread's next turns are measured against the moved point: critical, where the formula's
         # point (or the one first learnt) kept it urgent.
@@ -143,7 +148,7 @@ def test_the_learnt_point_follows_the_real_tools_and_moves_an_unrelated_thread(b
         assert isinstance(codex, CodexSession)
         send(memory, events_of(codex, tmp_path / "codex.json", "worker-c"))
         codex_point = point_of(memory, CODEX_KEY)
-        assert len(codex.compactions()) == TURNS
+        assert len(codex.compactions()) >= TURNS
         assert codex_point.compaction_point_tokens is not None
         assert CODEX_LIMIT <= codex_point.compaction_point_tokens < CodexProfile().default_point(CODEX_WINDOW)
         assert codex_point.previous_point_tokens == CodexProfile().default_point(CODEX_WINDOW)
