@@ -3,33 +3,13 @@ a robust bounded median, a move told once with its evidence."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from core.fleet_points import MIN_SAMPLES, Learned, describe_move, key_of, learn, moved_events, version_family
-from core.profiles import ClaudeCodeProfile, CodexProfile
-from schemas import CompactionFinished, TriggerMode
+from core.profiles import CodexProfile
+from schemas import TriggerMode
 from schemas.compaction_points import CompactionPoint
-
-T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
-CLAUDE_DEFAULT = ClaudeCodeProfile().default_point(200_000)
-
-
-def finished(tokens: int | None, minute: int, *, mode: TriggerMode = TriggerMode.REQUEST_START,
-             project: str = "proj-1", version: str | None = "2.1.328", tool: str = "claude-code",
-             model: str = "claude-sonnet-4-5", window: int = 200_000) -> CompactionFinished:  # fmt: skip
-    return CompactionFinished(
-        event_id=f"cc-{minute}",
-        thread_id=f"thread-{minute % 3}",
-        project_id=project,
-        trigger_mode=mode,
-        model=model,
-        model_profile=tool,
-        completed_at=T0 + timedelta(minutes=minute),
-        tokens_before=tokens,
-        handoff_ready=False,
-        context_window_tokens=window,
-        tool_version=version,
-    )
+from tests.unit.compaction_points.builders import CLAUDE_DEFAULT, T0, finished
 
 
 def run(
