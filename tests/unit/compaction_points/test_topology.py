@@ -4,11 +4,10 @@ project, another worker) is measured against the new point: its reading, its for
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 from core.levels import classify_level
-from core.profiles import ClaudeCodeProfile, CodexProfile
+from core.profiles import CodexProfile
 from core.settings import Settings
 from core.topics import (
     CLIENT_EVENTS,
@@ -25,49 +24,13 @@ from schemas import (
     Record,
     SnapshotVerdict,
     ThreadContextSnapshot,
-    TriggerMode,
 )
 from schemas.compaction_points import CompactionPoint
 from schemas.projection import ThreadProjection
-from schemas.session_events import CompactionCompleted, CompactionStarted, UsageSample
 from streams.runtime.memory import MemoryRuntime
 from streams.topology import wire
+from tests.unit.compaction_points.builders import CLAUDE_DEFAULT, MODEL, MOVED_TO, T0, WINDOW, Thread, at
 from tests.unit.engine.builders import snapshot
-from tests.unit.projection.builders import T0
-
-MODEL = "claude-sonnet-4-5"
-WINDOW = 200_000
-FORMULA = ClaudeCodeProfile().default_point(WINDOW)
-MOVED_TO = 150_000
-
-
-class Thread:
-    def __init__(self, thread: str, project: str, worker: str, model: str = MODEL, window: int = WINDOW) -> None:
-        self.ids = {"thread_id": thread, "project_id": project, "node_id": f"node-{worker}", "worker_id": worker}
-        self.model, self.window = model, window
-        self.events = 0
-
-    def _next(self, minute: float) -> dict:
-        self.events += 1
-        return {**self.ids, "event_id": f"{self.ids['thread_id']}-{self.events}", "occurred_at": at(minute)}
-
-    def usage(self, tokens: int, minute: float, version: str = "2.1.328") -> UsageSample:
-        return UsageSample(**self._next(minute), input_tokens=tokens, model=self.model,
-                           context_window_tokens=self.window, tool_version=version)  # fmt: skip
-
-    def compaction(self, tokens: int, minute: float, version: str = "2.1.328") -> list[Record]:
-        mode = TriggerMode.REQUEST_START
-        return [
-            self.usage(tokens, minute, version),
-            CompactionStarted(**self._next(minute), trigger_mode=mode, tokens_before=tokens),
-            CompactionCompleted(
-                **self._next(minute + 0.5), trigger_mode=mode, tokens_before=tokens, tokens_after=9_000
-            ),
-        ]
-
-
-def at(minute: float):
-    return T0 + timedelta(minutes=minute)
 
 
 def runtime(tmp_path: Path) -> MemoryRuntime:
@@ -109,7 +72,7 @@ def test_one_threads_compactions_move_the_point_and_an_unrelated_threads_level_w
     [moved] = [e for e in memory.records(CLIENT_EVENTS) if isinstance(e, CompactionPointMoved)]
     assert (moved.project_id, moved.previous_point_tokens, moved.compaction_point_tokens) == (
         "proj-1",
-        FORMULA,
+        CLAUDE_DEFAULT,
         MOVED_TO + 100,  # the median of the three that settled it
     )
     assert (
@@ -135,7 +98,7 @@ def test_a_thread_of_another_key_keeps_the_formulas_point(tmp_path: Path) -> Non
     elsewhere = Thread("thread-c", "proj-2", "worker-c")
     send(memory, [elsewhere.usage(125_000, 20, version="2.2.1")], 20)
     state = memory.state("thread_engine", "thread-c").state
-    assert state.context_budget_remaining_pct == (FORMULA - 125_000) / FORMULA * 100
+    assert state.context_budget_remaining_pct == (CLAUDE_DEFAULT - 125_000) / CLAUDE_DEFAULT * 100
 
 
 def test_a_workers_snapshot_that_says_its_tokens_is_measured_against_the_fleets_point(tmp_path: Path) -> None:
