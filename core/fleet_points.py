@@ -117,8 +117,9 @@ def learn(state: CompactionPoint | None, compaction: CompactionFinished, default
         low, high = move_band(learned)
         update |= {"band_low_tokens": low, "band_high_tokens": high}
     if moved:
-        # The evidence of the new point: the kept samples inside its band (those of the old point are not).
-        behind = [s for s in samples if low <= s.tokens_before <= high] or [sample]  # none: the point is clamped
+        # The evidence of the new point: the kept samples inside its band (the latest ones are, `_settled`); those
+        # of the old point are not.
+        behind = [s for s in samples if low <= s.tokens_before <= high]
         update |= {
             "compactions": len(behind),
             "since": min(s.completed_at for s in behind),
