@@ -118,7 +118,7 @@ class ModelProfile(ABC):
 
     def remaining_pct(self, used: int, window: int, model: str | None = None, point: int | None = None) -> float:
         """Room left before `point` (the fleet's learned one), else before this profile's."""
-        point = point or self.compaction_point(window, model)
+        point = self.compaction_point(window, model) if point is None else point
         span = point - self.baseline_tokens
         if span <= 0:
             return 0.0
@@ -126,7 +126,7 @@ class ModelProfile(ABC):
 
     def compaction_band(self, window: int, point: int | None = None) -> tuple[int, int]:
         """Earliest and latest plausible compaction points around `point`, else around this profile's."""
-        point = point or self.compaction_point(window)
+        point = self.compaction_point(window) if point is None else point
         jitter = round(window * self.compaction_jitter_pct / 100)
         return max(self.baseline_tokens, point - jitter), min(window, point + jitter)
 
