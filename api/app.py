@@ -21,6 +21,7 @@ from api.publisher import RETRY_AFTER_SECONDS, KafkaUnavailable
 from api.routes import (
     alert_list,
     alerts,
+    analytics,
     conversations,
     events,
     fleet_writes,
@@ -105,6 +106,7 @@ def create_app(
         task_importance,
         events,
         sql,
+        analytics,
         health,
     ):
         app.include_router(module.router)

@@ -8,7 +8,7 @@ import orjson
 
 from api.cursor import SortKey
 from api.reads import action_items
-from api.views import ThreadContextDetail
+from api.views import THREAD_DETAIL_FROM_REPORT, THREAD_DETAIL_FROM_STATE, ThreadContextDetail
 from schemas import CompactionFinished, ContextBudgetIndicator, ConversationItem, ProjectDetail
 from sinks.queries import Row
 
@@ -51,37 +51,13 @@ def project_detail(row: Row) -> ProjectDetail:
     return ProjectDetail.model_validate_json(orjson.dumps(body))
 
 
-_THREAD_COLUMNS = (
-    "thread_id",
-    "project_id",
-    "context_budget_remaining_pct",
-    "context_budget_level",
-    "compaction_expected_at",
-    "compaction_expected_earliest_at",
-    "compaction_expected_latest_at",
-    "last_compaction_at",
-    "last_compaction_trigger_mode",
-    "compaction_count",
-    "must_finish_before_compaction",
-    "handoff_package_id",
-    "handoff_package_status",
-    "stale",
-    "updated_at",
-    "handoff_decision_package_id",
-    "handoff_decision_reason",
-)
-
-
-_TOOL_COLUMNS = ("agent_tool", "model", "shown_remaining_pct")
-
-
 def thread_detail(
     row: Row, checklist_json: str | None, compaction_count: int, recent: Sequence[Row], tool: Row | None = None
 ) -> ThreadContextDetail:
     """Spec 6.3 from the thread's latest row, its current checklist (the engine's) and its compaction history; with
     what its latest snapshot said of the agent tool (`tool`), when there is one."""
-    body = {name: row[name] for name in _THREAD_COLUMNS}
-    body |= {name: tool[name] for name in _TOOL_COLUMNS} if tool else {}
+    body = {name: row[name] for name in THREAD_DETAIL_FROM_STATE}
+    body |= {name: tool[name] for name in THREAD_DETAIL_FROM_REPORT} if tool else {}
     items = action_items(row.get("master_action_items") or "[]")
     body["pending_master_actions"] = [item.action for item in items if item.open]
     body["open_master_actions"] = [item.model_dump(mode="json") for item in items if item.open]

@@ -13,6 +13,7 @@ from clickhouse_connect.driver.client import Client
 from pydantic import TypeAdapter
 
 from api.cursor import NO_REPLY_RANK, SortKey
+from api.views import THREAD_DETAIL_FROM_REPORT
 from schemas import MasterActionItem
 from sinks.queries import Row, query_rows
 from sinks.rows import VERSION_COLUMN
@@ -66,10 +67,10 @@ def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[
 
 
 def agent_tool_view(client: Client, thread_id: str) -> Row | None:
-    """What the thread's latest report from its agent tool says: the tool's name, model and the percent it displays
-    (the projection's own estimates, also snapshots, know none of them)."""
+    """What the thread's latest report from its agent tool says (`THREAD_DETAIL_FROM_REPORT`): the tool's name, model
+    and the percent it displays (the projection's own estimates, also snapshots, know none of them)."""
     sql = (
-        f"SELECT agent_tool, model, shown_remaining_pct FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
+        f"SELECT {', '.join(THREAD_DETAIL_FROM_REPORT)} FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
         " WHERE thread_id = {id:String} AND shown_remaining_pct IS NOT NULL"
         " ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1"
     )

@@ -7,6 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.bodies import BODY_TIMEOUT_SECONDS
 from api.tokens import load_or_create_secret
+from core.relay_schedule import DEFAULT_PER_NODE, DEFAULT_PER_PROJECT, DEFAULT_REPEAT_SECONDS, RelayLimits
 from core.settings import Settings
 from core.topics import MAX_INPUT_BYTES
 
@@ -73,6 +74,25 @@ class ApiSettings(BaseSettings):
         default=512 * 1024 * 1024, gt=0, description="`POST /api/v1/sql`: a query needing more memory is stopped (400)."
     )
     sql_max_query_bytes: int = Field(default=65_536, gt=0, description="Largest SQL query body; larger answers 413.")
+    relay_cap_per_node: int = Field(
+        default=DEFAULT_PER_NODE,
+        ge=1,
+        description="Relays (handoff requested -> package consumed) a worker node runs at once; the relay schedule "
+        "queues the rest in the spec 8.1 order.",
+    )
+    relay_cap_per_project: int = Field(
+        default=DEFAULT_PER_PROJECT, ge=1, description="Relays a project runs at once; the rest wait likewise."
+    )
+    relay_repeat_seconds: float = Field(
+        default=DEFAULT_REPEAT_SECONDS,
+        ge=0,
+        description="The same work (a thread, or its task) relayed again sooner than this is a futile relay: the "
+        "schedule refuses it and says why.",
+    )
+
+    @property
+    def relay_limits(self) -> RelayLimits:
+        return RelayLimits(self.relay_cap_per_node, self.relay_cap_per_project, self.relay_repeat_seconds)
 
 
 def token_secret(settings: Settings, api: ApiSettings) -> bytes:

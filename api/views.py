@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from core.relay_schedule import RelayVerdict
 from schemas import (
     CompactionFinished,
     ContextManifest,
@@ -14,8 +15,9 @@ from schemas import (
     MasterActionItem,
     PackageStatus,
     ThreadContextBudget,
+    ThreadContextSnapshot,
 )
-from schemas.base import Count, Id, Name, Percent, Record, ShortText
+from schemas.base import Count, Id, IdList, Name, Percent, Record, ShortText
 from schemas.views import Importance
 
 MAX_RECENT_COMPACTIONS = 5
@@ -56,6 +58,74 @@ class ThreadContextDetail(ThreadContextBudget):
         description="The percent the agent tool itself displays (of its window), from its latest report: not the "
         "budget, which is the room before the tool's automatic compaction.",
     )
+    futile_relay_reason: ShortText = Field(
+        default="",
+        description="Why relaying this thread's work again would be futile (its relay started above the watch "
+        "threshold's use, or the same work was relayed moments ago); empty when a relay may help. The master does "
+        "not relay such a thread, and the page should show this beside the handoff status.",
+    )
+
+
+class RelayLimitsShown(Record):
+    per_node: Count = Field(description="Relays a worker node runs at once (`CTXBUDGET_API_RELAY_CAP_PER_NODE`).")
+    per_project: Count = Field(description="Relays a project runs at once (`CTXBUDGET_API_RELAY_CAP_PER_PROJECT`).")
+    repeat_seconds: float = Field(description="The same work relayed again sooner is futile.")
+
+
+class RelayEntry(Record):
+    thread_id: Id
+    node_id: Id
+    verdict: RelayVerdict = Field(description="start: relay it now; queued: wait for a free relay; futile: do not.")
+    reason: ShortText
+    queue_position: Count | None = Field(default=None, description="1 for the first thread waiting.")
+
+
+class SubtaskTarget(Record):
+    thread_id: Id | None = Field(description="The thread to give a new subtask to; null: start a fresh thread.")
+    reason: ShortText
+
+
+class RelaySchedule(Record):
+    """`GET /api/v1/projects/{project_id}/relay-schedule`: the master's relays of a project under the caps."""
+
+    project_id: Id
+    limits: RelayLimitsShown
+    running: IdList = Field(description="The project's threads whose relay runs: a draft or ready package, unconsumed.")
+    node_relays: dict[Id, Count] = Field(
+        description="Relays running on each node of the project's threads, over every project (the node cap's count)."
+    )
+    relays: Annotated[list[RelayEntry], Field(max_length=10_000)] = Field(
+        description="Each thread requiring a handoff, most pressing first (spec 8.1), with its verdict and why."
+    )
+    new_subtask: SubtaskTarget = Field(description="Where a new subtask should go (spec 8.2.4), and why.")
+
+
+THREAD_DETAIL_FROM_REPORT = tuple(
+    name
+    for name in ThreadContextDetail.model_fields
+    if name in ThreadContextSnapshot.model_fields and name not in ThreadContextBudget.model_fields
+)
+"""The detail's fields a report (snapshot) has beyond the budget: read from the thread's latest report that says what
+the agent tool shows (`api.reads.agent_tool_view`), so a snapshot field added to the detail reaches the page from
+its column in thread_context_snapshots (`sinks.tables`), with no list to extend."""
+THREAD_DETAIL_BUILT = frozenset(
+    {
+        "schema_version",
+        "pending_master_actions",
+        "open_master_actions",
+        "wrap_up_checklist",
+        "latest_context_manifest",
+        "compaction_history",
+        "futile_relay_reason",
+    }
+)
+"""The detail's fields built from other columns and reads (`api.read_models.thread_detail`), not copied from one."""
+THREAD_DETAIL_FROM_STATE = tuple(
+    name
+    for name in ThreadContextDetail.model_fields
+    if name not in THREAD_DETAIL_BUILT and name not in THREAD_DETAIL_FROM_REPORT
+)
+"""The rest: copied from the thread's latest row (thread_context_latest with the projection's overlay)."""
 
 
 class AlertAckAccepted(Record):

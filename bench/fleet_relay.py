@@ -1,6 +1,7 @@
 """Does a master get packages ready before compactions? The simulated fleet with the master off and on, in one run.
 
     .venv/bin/python -m bench.fleet_relay [--threads 16] [--projects 4] [--turns 90] [--turn-seconds 1.3]
+        [--cap-per-node 1] [--cap-per-project 2] [--repeat-seconds 60]
 
 A `ctxbudget run` worker (broker, folds, sinks, API) on a fresh broker and data dir; a live simulated fleet whose
 threads post no packages of their own (`SimulationConfig.self_handoff=False`) and compact where their budget runs
@@ -10,7 +11,10 @@ clock and the fleet's traffic:
 - `off`: nobody prepares a package (the baseline: what today's fleet gets when nothing acts on the actions);
 - `master`: the example master (`master.driver`, over MCP with `ctxbudget mcp` on stdio) requests handoffs in the
   spec 8.2 order, a `Responder` posts the package each simulated worker would (over HTTP, with that worker's token),
-  and the master consumes finished packages into relay threads.
+  and the master consumes finished packages into relay threads. It schedules them (issue 37): at most
+  `--cap-per-node` relays per simulated machine and `--cap-per-project` per project at once, the rest queued in the
+  8.1 order, and no relay of work relayed less than `--repeat-seconds` ago (futile). The caps are small on purpose, so
+  that the fleet's wrap-ups outnumber them and the figures say what queueing costs.
 
 - `relay`: nobody asks but the engine's own actions: each simulated worker runs the reporter's relay
   (`bench.relay_responder`, issue 23), which lists its threads' open actions from the API, acknowledges them and
@@ -20,7 +24,8 @@ With `--modes off,master,relay` (the default) the projects are split in thirds; 
 
 Printed from the compaction analytics in ClickHouse (`compaction_events`, `master_actions`, through the API's SQL
 endpoint): per mode, the share of compactions that had a ready package for their cycle, and the time from
-`prepare_handoff` issued to the package ready (p50 / p99) for the actions a ready package completed.
+`prepare_handoff` issued to the package ready (p50 / p99) for the actions a ready package completed; from the
+master's rounds, the relays queued and the futile relays caught.
 """
 
 from __future__ import annotations
@@ -115,7 +120,7 @@ def sql(api: str, token: str, query: str) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def pipeline(settings: Settings, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def pipeline(settings: Settings, port: int, extra: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_")}
     env |= {
         "CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS": str(settings.kafka_bootstrap_servers),
@@ -126,6 +131,7 @@ def pipeline(settings: Settings, port: int) -> Iterator[subprocess.Popen[bytes]]
         # the machine may lag behind the fleet's clock: a late report must not make a thread stale (the master
         # skips stale threads), which would measure the machine instead of the master
         "CTXBUDGET_STALE_FACTOR": "1000",
+        **extra,
     }
     log = (Path(settings.data_dir) / "worker.log").open("ab")
     worker = subprocess.Popen([sys.executable, "-m", "streams", "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -215,6 +221,14 @@ def report(results: dict[str, dict[str, Any]], master: list[RoundReport], worker
         f"{sum(len(r.consumed) for r in master)} packages consumed, {len(errors)} tool errors"
         + (f" (first: {errors[0][:160]})" if errors else "")
     )
+    queued = {t for r in master for t in r.queued}
+    futile = {t: why for r in master for t, why in r.futile.items()}
+    print(
+        f"schedule: wrap-ups over the cap in {sum(bool(r.queued) for r in master)} of {len(master)} rounds, "
+        f"{len(queued)} threads queued ({sum(len(r.queued) for r in master)} round-waits), "
+        f"{len(futile)} futile relays caught"
+        + (f" (e.g. {next(iter(futile))}: {next(iter(futile.values()))[:120]})" if futile else "")
+    )
     print(f"simulated workers: {workers.posted} packages posted, {len(workers.failed)} refused"
           + (f" (first: {workers.failed[0]})" if workers.failed else ""))  # fmt: skip
 
@@ -245,7 +259,12 @@ async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) 
     await ensure_topics(settings)
     port = free_port()
     api = f"http://127.0.0.1:{port}"
-    with pipeline(settings, port) as worker:
+    caps = {
+        "CTXBUDGET_API_RELAY_CAP_PER_NODE": str(args.cap_per_node),
+        "CTXBUDGET_API_RELAY_CAP_PER_PROJECT": str(args.cap_per_project),
+        "CTXBUDGET_API_RELAY_REPEAT_SECONDS": str(args.repeat_seconds),
+    }
+    with pipeline(settings, port, caps) as worker:
         await asyncio.to_thread(wait_up, api, worker)
         secret = token_secret(Settings(data_dir=settings.data_dir), ApiSettings())
         operator = issue_token(secret, Role.OPERATOR, "bench", ttl=timedelta(hours=2))
@@ -274,7 +293,9 @@ async def bench(args: argparse.Namespace, settings: Settings, token_file: Path) 
         rate = args.threads * RECORDS_PER_TURN / args.turn_seconds
         workers, rounds = SimulatedWorkers(api, secret), []
         print(f"fleet: {args.threads} threads, {args.projects} projects ({mode_of}), "
-              f"{args.turns} turns of ~{args.turn_seconds} s; data in {settings.data_dir}", flush=True)  # fmt: skip
+              f"{args.turns} turns of ~{args.turn_seconds} s; relay caps {args.cap_per_node} per node, "
+              f"{args.cap_per_project} per project, repeat {args.repeat_seconds} s; data in {settings.data_dir}",
+              flush=True)  # fmt: skip
         started = time.monotonic()
         mcp_log = settings.resolved_data_dir / "mcp.log"
         master = master_running(mcp_command(api, token_file), workers, on, args.interval, rounds, mcp_log)
@@ -298,6 +319,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turn-seconds", type=float, default=1.3)
     parser.add_argument("--interval", type=float, default=2.0, help="Seconds between the master's rounds.")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cap-per-node", type=int, default=1, help="Relays a simulated machine runs at once.")
+    parser.add_argument("--cap-per-project", type=int, default=2, help="Relays a project runs at once.")
+    parser.add_argument("--repeat-seconds", type=float, default=60, help="Relaying the same work sooner is futile.")
     parser.add_argument("--modes", default=",".join(MODES), help="The modes, each given to a share of the projects.")
     return parser.parse_args(argv)
 

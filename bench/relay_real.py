@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> None:
         asyncio.run(ensure_topics(settings))
         port = free_port()
         api = f"http://127.0.0.1:{port}"
-        with pipeline(settings, port) as worker:
+        with pipeline(settings, port, {}) as worker:
             wait_up(api, worker)
             secret = token_secret(Settings(data_dir=settings.data_dir), ApiSettings())
             operator = issue_token(secret, Role.OPERATOR, "bench", ttl=timedelta(hours=3))

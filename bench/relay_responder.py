@@ -1,4 +1,4 @@
-"""The `relay` mode of bench/fleet_relay.py: each simulated worker runs the reporter's own relay (reporter.relay).
+"""The `relay` mode of bench/fleet_relay.py: each simulated worker runs the reporter's own relay (reporter.relay.relay).
 
 The simulated fleet reports straight to Kafka, so each worker's relay lists its threads' open actions from the API
 with that worker's token (`GET /api/v1/master-actions?open=true`), acknowledges them, and answers a wrap-up with a
@@ -15,10 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from api.tokens import Role, issue_token
-from reporter.handoff_write import RelayPaths
-from reporter.http_delivery import HttpDelivery
+from reporter.delivery.http import HttpDelivery
 from reporter.readings import Identity
-from reporter.relay import Relay, ThreadWork
+from reporter.relay.relay import Relay, ThreadWork
+from reporter.relay.write import RelayPaths
 from streams.simulator import worker_id_of
 
 POLL_SECONDS = 1.0

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import percentile
-from reporter.spool import LOG_NAME, read_frames
+from reporter.delivery.spool import LOG_NAME, read_frames
 from schemas import ContextBudgetLevel, WorkerReportResponse
 from schemas.admission import RESEND_BITS
 

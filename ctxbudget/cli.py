@@ -12,10 +12,11 @@ from importlib.util import find_spec
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from reporter.agent_commands import hook, statusline
+from reporter.claude_code.statusline_command import statusline
 from reporter.cli import report
-from reporter.handoff_commands import handoff_app
-from reporter.hook_install import hooks_app
+from reporter.hooks.commands import hook
+from reporter.hooks.install import hooks_app
+from reporter.relay.commands import handoff_app
 
 PIPELINE_MODULES = ("faust", "chdb", "clickhouse_connect", "fastapi", "uvicorn")
 """What the `pipeline` extra installs that the pipeline's commands import."""

@@ -1,5 +1,6 @@
-"""The master's rounds over MCP: list the projects, take each one's ranked threads, request handoffs in the
-strategy's order, and consume the packages whose cycle is over into relay threads.
+"""The master's rounds over MCP: list the projects, take each one's ranked threads and relay schedule, request the
+handoffs the schedule starts in the strategy's order (the rest wait for a free relay, the futile ones are reported
+and never asked), and consume the packages whose cycle is over into relay threads.
 
 Who prepares a requested package is a `Responder`: a real worker answers the request (or the `prepare_handoff`
 action) by itself, so `ctxbudget master` has none; the benchmark's simulated workers post the package as the worker
@@ -18,7 +19,8 @@ from typing import Any, Protocol
 import orjson
 from mcp import ClientSession
 
-from master.strategy import HandoffRequest, consumable, handoff_requests, relay_thread_id
+from core.relay_schedule import RelaySlot, RelayVerdict
+from master.strategy import HandoffRequest, consumable, handoff_requests, relay_thread_id, scheduled
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,12 @@ class Tools:
 @dataclass
 class RoundReport:
     requested: list[str] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)
+    """Threads requiring a handoff that wait for a free relay (their node or project is at its cap)."""
+    futile: dict[str, str] = field(default_factory=dict)
+    """Threads not relayed because a relay would not help, and why."""
+    new_subtasks: dict[str, str] = field(default_factory=dict)
+    """Per project, where a new subtask goes: a thread id, or `fresh thread`, then why."""
     consumed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -66,8 +74,8 @@ class Master:
     responder: Responder | None = None
     projects: Collection[str] | None = None
     """Only these projects (None: every project the token sees)."""
-    asked: dict[str, int] = field(default_factory=dict)
-    """Threads asked for a handoff whose package is not consumed yet, and the round they were asked in."""
+    asked: dict[str, tuple[int, RelaySlot]] = field(default_factory=dict)
+    """Threads asked for a handoff whose package is not consumed yet: the round they were asked in, their relay."""
     round: int = 0
 
     async def run_round(self) -> RoundReport:
@@ -75,21 +83,31 @@ class Master:
         report = RoundReport()
         listed = await self.tools.call("list_projects")
         ids = [p["project_id"] for p in listed["items"] if self.projects is None or p["project_id"] in self.projects]
-        details = []
+        details, schedules = [], []
         for project_id in ids:
             try:
                 details.append(await self.tools.call("project_threads", project_id=project_id))
+                schedules.append(await self.tools.call("relay_schedule", project_id=project_id))
             except ToolFailed as error:
                 report.errors.append(str(error))
-        recent = [t for t, at in self.asked.items() if self.round - at < RETRY_ROUNDS]
-        for request in handoff_requests(details, recent):
-            await self._request(request, report)
+        for schedule in schedules:
+            target = schedule["new_subtask"]
+            report.new_subtasks[schedule["project_id"]] = f"{target['thread_id'] or 'fresh thread'}: {target['reason']}"
+        recent = {t: slot for t, (at, slot) in self.asked.items() if self.round - at < RETRY_ROUNDS}
+        requests = handoff_requests(details, recent)
+        for request, decision in zip(requests, scheduled(requests, schedules, recent.values()), strict=True):
+            if decision.verdict is RelayVerdict.START:
+                await self._request(request, report)
+            elif decision.verdict is RelayVerdict.QUEUED:
+                report.queued.append(request.thread_id)
+            else:
+                report.futile[request.thread_id] = decision.reason
         for thread_id in list(self.asked):
             await self._consume(thread_id, report)
         return report
 
     async def _request(self, request: HandoffRequest, report: RoundReport) -> None:
-        self.asked[request.thread_id] = self.round
+        self.asked[request.thread_id] = (self.round, request.slot)
         report.requested.append(request.thread_id)
         try:
             await self.tools.call("request_handoff", thread_id=request.thread_id, reason=request.reason)

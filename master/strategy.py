@@ -7,6 +7,10 @@ uncommitted patch, unrecorded test results and a hardware step in progress first
 
 A package is consumed into its relay thread once its thread compacted past it: the cycle it prepared is over and the
 relay continues the work. Consuming it earlier would leave the thread without a ready package at its compaction.
+
+The requests are scheduled (issue 37, core/relay_schedule.py): each project's `relay_schedule` answer gives the caps,
+the relays running and the futile ones; the master adds the relays it asked for that the answers do not show yet, so
+a round never starts more than the caps allow, and asks only the threads whose verdict is `start`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from core.relay_schedule import RelayDecision, RelayLimits, RelayLoad, RelaySlot, schedule_relays
 
 Json = Mapping[str, Any]
 
@@ -30,6 +36,11 @@ class HandoffRequest:
     thread_id: str
     level: str
     reason: str
+    node_id: str
+
+    @property
+    def slot(self) -> RelaySlot:
+        return RelaySlot(self.project_id, self.thread_id, self.node_id)
 
 
 def handoff_requests(projects: Iterable[Json], asked: Iterable[str] = ()) -> list[HandoffRequest]:
@@ -48,9 +59,26 @@ def handoff_requests(projects: Iterable[Json], asked: Iterable[str] = ()) -> lis
             reason = f"{level}: {thread['context_budget_remaining_pct']:.0f}% left" + (
                 ", unsaved work to save first" if must_finish else ""
             )
-            request = HandoffRequest(project["project_id"], thread_id, level, reason)
+            request = HandoffRequest(project["project_id"], thread_id, level, reason, thread["node_id"])
             found.append(((LEVEL_ORDER[level], not must_finish, rank), request))
     return [request for _, request in sorted(found, key=lambda item: item[0])]
+
+
+def scheduled(
+    requests: Sequence[HandoffRequest], schedules: Iterable[Json], outstanding: Iterable[RelaySlot] = ()
+) -> list[RelayDecision]:
+    """A verdict for each request, in their order, under the caps of the `relay_schedule` answers: the relays those
+    answers show running, plus the `outstanding` ones (asked, not consumed) they do not show yet."""
+    answers = list(schedules)
+    running = {thread_id for answer in answers for thread_id in answer["running"]}
+    load = RelayLoad({}, {})
+    for answer in answers:  # each answer counts a node's relays over every project: the same relays, maybe fresher
+        load = load.merged(RelayLoad(answer["node_relays"], {answer["project_id"]: len(answer["running"])}))
+    load = load.plus(slot for slot in outstanding if slot.thread_id not in running)
+    futile = {e["thread_id"]: e["reason"] for answer in answers for e in answer["relays"] if e["verdict"] == "futile"}
+    caps = answers[0]["limits"] if answers else None
+    limits = RelayLimits(caps["per_node"], caps["per_project"], caps["repeat_seconds"]) if caps else RelayLimits()
+    return schedule_relays([r.slot for r in requests], load, limits, futile)
 
 
 def consumable(packages: Sequence[Json], last_compaction_at: datetime | None) -> list[Json]:

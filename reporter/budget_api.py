@@ -3,7 +3,7 @@
 Hooks call it while the agent tool waits for them, so every request has a short timeout and no retry: an API that
 does not answer at once is `ApiUnavailable`, and the hook lets the tool go on (fail open). A worker token sees only
 the threads it reports (the routes answer 404 for any other, as for an unknown one).
-Plain urllib, as in reporter/http_delivery.py: one blocking request at a time is all a hook needs.
+Plain urllib, as in reporter/delivery/http.py: one blocking request at a time is all a hook needs.
 """
 
 from __future__ import annotations

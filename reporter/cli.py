@@ -18,12 +18,15 @@ import typer
 
 from core.profiles import CODEX_VERSIONS, ClaudeCodeProfile
 from core.settings import Settings
-from reporter.app_server_client import AppServerClient, Sandbox
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_app_server import CodexAppServerParser
-from reporter.codex_formats import codex_home
-from reporter.codex_rollouts import RolloutTailer
+from reporter.agent_tool import ReadOptions
+from reporter.codex.app_server import CodexAppServerParser
+from reporter.codex.app_server_client import AppServerClient, Sandbox
+from reporter.codex.tool import APP_SERVER_SOURCE
 from reporter.delivery import Delivery
+from reporter.delivery.http import HttpDelivery
+from reporter.delivery.kafka import KafkaDelivery
+from reporter.delivery.spool import Spool, SpoolBusy, claim_spool, lock_directory
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.git_facts import (
     DEFAULT_DECISION_PATHS,
     DEFAULT_HARDWARE_PATTERNS,
@@ -31,12 +34,9 @@ from reporter.git_facts import (
     FactPatterns,
     WorkFactTracker,
 )
-from reporter.handoff_write import RelayPaths
-from reporter.http_delivery import HttpDelivery
-from reporter.kafka_delivery import KafkaDelivery
 from reporter.readings import Identity
-from reporter.relay import Relay, ThreadWork
-from reporter.relay_runner import (
+from reporter.relay.relay import Relay, ThreadWork
+from reporter.relay.runner import (
     RelayOptions,
     app_server_work,
     build_relay,
@@ -45,21 +45,17 @@ from reporter.relay_runner import (
     run_as_app_server_client,
     tracked_work,
 )
+from reporter.relay.write import RelayPaths
 from reporter.reporter import AnyTailer, Reporter, run_app_server, run_events, run_rollouts
-from reporter.spool import Spool, SpoolBusy, claim_spool, lock_directory
-from reporter.spooled_delivery import SpooledDelivery
+from reporter.tools import FILE_SOURCES, TOOLS
 from reporter.worker_state import SPOOL, state_dir
 
-
-class Source(StrEnum):
-    CODEX_APP_SERVER = "codex-app-server"
-    CODEX_ROLLOUTS = "codex-rollouts"
-    EVENTS = "events"
-    CLAUDE_CODE = "claude-code"
-
-
-DEFAULT_ROLLOUT_DIR = codex_home() / "sessions"
-DEFAULT_CLAUDE_DIR = Path.home() / ".claude" / "projects"
+EVENTS = "events"
+"""`--from events`: our own session events, one JSON object per line (the hooks' file)."""
+Source = StrEnum(
+    "Source", {s.upper().replace("-", "_"): s for t in TOOLS for s in (*t.streams, t.files.name)} | {"EVENTS": EVENTS}
+)
+"""`--from`: each tool's files and streams (reporter/tools.py), and session events."""
 APP_SERVER_STATE = "app_server_threads.json"
 PENDING_EVENTS = "pending_events.jsonl"
 
@@ -140,8 +136,8 @@ def report(
         list[Path] | None,
         typer.Option(
             "--dir",
-            help="codex-rollouts / claude-code: the sessions (projects) directory, once per --from, in their order "
-            f"(default: {DEFAULT_ROLLOUT_DIR}, {DEFAULT_CLAUDE_DIR}).",
+            help=f"{' / '.join(FILE_SOURCES)}: the directory of the tool's files, once per --from, in their order "
+            f"(default: {', '.join(f'{name} {files.default_dir}' for name, files in FILE_SOURCES.items())}).",
         ),
     ] = None,
     state_file: Annotated[
@@ -231,9 +227,9 @@ def report(
         raise typer.BadParameter(f"--codex-profile must be one of {', '.join(CODEX_VERSIONS)}")
     if sum(option is not None for option in (input_path, exec_command, app_server)) > 1:
         raise typer.BadParameter("give one of --input, --exec and --app-server")
-    if app_server is not None and sources != [Source.CODEX_APP_SERVER]:
+    if app_server is not None and sources != [APP_SERVER_SOURCE]:
         raise typer.BadParameter("--app-server is for --from codex-app-server")
-    if Source.EVENTS in sources and api_url:
+    if EVENTS in sources and api_url:
         raise typer.BadParameter("session events go to Kafka: spec 5.2 has no endpoint for them")
     patterns = fact_patterns(test_command, decision_path, hardware_command, waiting_command)
     settings = Settings()
@@ -246,7 +242,7 @@ def report(
     tailers: list[AnyTailer] = []
     if source is None:
         claude_profile = ClaudeCodeProfile(default_window_tokens=claude_window, max_output_tokens=claude_max_output)
-        tailers = _tailers(sources, rollout_dirs or [], state_file, shared, claude_profile, facts)
+        tailers = _tailers(sources, rollout_dirs or [], state_file, shared, ReadOptions(facts, claude_profile))
     with lock:
         undelivered = asyncio.run(
             _stoppable(
@@ -311,10 +307,6 @@ class _Asking:
     api_url: str | None
 
 
-FILE_SOURCES = {Source.CODEX_ROLLOUTS: DEFAULT_ROLLOUT_DIR, Source.CLAUDE_CODE: DEFAULT_CLAUDE_DIR}
-STATE_NAMES = {Source.CODEX_ROLLOUTS: "rollouts.json", Source.CLAUDE_CODE: "claude-code.json"}
-
-
 def _one_kind(sources: list[Source]) -> Source | None:
     """The stream source (app-server, events), which comes alone; None for file sources, which may come together."""
     if len(set(sources)) != len(sources):
@@ -330,8 +322,7 @@ def _tailers(
     directories: list[Path],
     state_file: Path | None,
     shared: Path,
-    claude_profile: ClaudeCodeProfile,
-    facts: WorkFactTracker,
+    options: ReadOptions,
 ) -> list[AnyTailer]:
     if directories and len(directories) != len(sources):
         raise typer.BadParameter("give --dir once per --from, in the same order, or not at all")
@@ -339,12 +330,9 @@ def _tailers(
         raise typer.BadParameter("--state-file names one source's positions: with several, each has its default")
     tailers: list[AnyTailer] = []
     for index, source in enumerate(sources):
-        directory = directories[index] if directories else FILE_SOURCES[source]
-        state = state_file or shared / STATE_NAMES[source]
-        if source is Source.CLAUDE_CODE:
-            tailers.append(TranscriptTailer(directory, state, claude_profile, True, facts))
-        else:
-            tailers.append(RolloutTailer(directory, state, True, facts))
+        files = FILE_SOURCES[source]
+        directory = directories[index] if directories else files.default_dir
+        tailers.append(files.tailer(directory, state_file or shared / files.state_name, options))
     return tailers
 
 
@@ -366,7 +354,7 @@ async def _run(
     if isinstance(delivery, KafkaDelivery):
         await delivery.start()
     inner = delivery
-    if source is not Source.EVENTS:
+    if source != EVENTS:
         delivery = SpooledDelivery(Spool(spool_dir), delivery)
         await delivery.start()
     # compaction events not delivered survive a restart beside the spool
@@ -385,7 +373,7 @@ async def _run(
     with contextlib.suppress(asyncio.CancelledError):  # stopped by a signal: the summary still follows
         try:
             async with relaying(relay, poll, relay_options.poll_seconds):
-                if source is Source.CODEX_APP_SERVER:
+                if source == APP_SERVER_SOURCE:
                     parser = CodexAppServerParser(spool_dir / APP_SERVER_STATE)  # compaction counts survive restarts
                     try:
                         if asking.client is not None:

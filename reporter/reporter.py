@@ -4,9 +4,9 @@
 it, and call `flush` whenever `next_due` comes. The `run_*` coroutines drive it from the three sources.
 
 Give it a `SpooledDelivery` (as `ctxbudget report` does) and every snapshot it decides to send is stored on disk at once
-and delivered in order whenever the receiver is up (`reporter.spool`); the engine's answered interval comes back
-through `answered`. With a plain delivery, a failed delivery pauses reporting and only each thread's latest reading
-stays due.
+and delivered in order whenever the receiver is up (`reporter.delivery.spool`); the engine's answered interval comes
+back through `answered`. With a plain delivery, a failed delivery pauses reporting and only each thread's latest
+reading stays due.
 
 A compaction the tool announces before it reports usage again (`Reading.usage_stale`) is said at once as a
 `compaction_completed` session event (count in its id, time, the usage of before as `tokens_before`), while no
@@ -23,19 +23,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from core.profiles import DEFAULT_CODEX_VERSION, CodexProfile
 from reporter.atomic_file import write_atomically
 from reporter.cadence import Cadence, Outgoing
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_app_server import CodexAppServerParser
-from reporter.codex_rollouts import RolloutTailer
+from reporter.codex.app_server import CodexAppServerParser
 from reporter.delivery import Delivery, DeliveryError, RejectedRecord
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.jsonl_tailer import JsonlTailer
 from reporter.readings import Identity, Reading, SkipLog, compaction_events, reading_level, to_snapshot
-from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, SessionEvent, SourceKind, ThreadContextSnapshot
 from schemas.codec import Codec, DecodeError
 from schemas.copies import replaced
@@ -43,7 +42,8 @@ from schemas.copies import replaced
 log = logging.getLogger(__name__)
 
 _EVENT_CODEC: Codec[SessionEvent] = Codec(SESSION_EVENT_ADAPTER)
-AnyTailer = RolloutTailer | TranscriptTailer
+AnyTailer = JsonlTailer[Any]
+"""Any tool's files' tailer (reporter/tools.py)."""
 EVENTS_PER_REQUEST = 200
 """Session events sent in one request (a round of hundreds of busy threads reads a few hundred, each well under a
 kilobyte: far below the API's body limit)."""

@@ -7,10 +7,10 @@ would land in the user's repository, in the package's files and in its saved pat
 pending patch (`git add -A`) all the same.
 
 Layout:
-- `spool/` (a second reporter at once: `spool-2/`, ...; reporter.spool.claim_spool): the reporter's snapshots,
+- `spool/` (a second reporter at once: `spool-2/`, ...; reporter.delivery.spool.claim_spool): the reporter's snapshots,
   relay outbox, pending session events, app-server thread state, rejected records;
 - `handoff-write/`: the outbox of `handoff write` (several agents may run it at once: one at a time, under its lock);
-- `agent_handoffs/`: the agents' parts, where the relay finds them (reporter.agent_inbox);
+- `agent_handoffs/`: the agents' parts, where the relay finds them (reporter.relay.inbox);
 - `patches/`: the pending patches packages link;
 - `hooks-state.json`, `hooks.jsonl`: the hooks' memory and, without Kafka, their session events;
 - `statusline-spool/`: the status line's own spool;

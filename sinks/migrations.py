@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from clickhouse_connect.driver.client import Client
 
 MIGRATIONS_TABLE = "schema_migrations"
+FACTS_ONLY = "'[facts only: the agent could not be asked; summary from its latest messages]'"
+"""The relay's mark that starts a facts-only package's summary (reporter.relay.assembly.FACTS_ONLY_MARK), as the SQL
+literal the views of migration 10 match: frozen here, since a released migration never changes."""
 
 
 @dataclass(frozen=True)
@@ -623,7 +626,169 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         10,
-        "the fleet's learned compaction points with their evidence; compactions keep their window and tool version",
+        "relay analytics: threads' tool, model and time; the relay per project, tool, model and day; levels; timeline",
+        (
+            # Per thread: the agent tool and model of its newest report that names them (the reporter sends both);
+            # the model of its newest compaction otherwise. 'unknown' when nothing named them.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_thread_tools AS
+            SELECT thread_id, any(project_id) AS project_id,
+                   ifNull(argMaxIf(agent_tool, at, agent_tool IS NOT NULL), 'unknown') AS agent_tool,
+                   ifNull(argMaxIf(model, at, model IS NOT NULL AND from_report),
+                          ifNull(argMaxIf(model, at, model IS NOT NULL), 'unknown')) AS model
+            FROM
+            (
+                SELECT thread_id, project_id, agent_tool, model, captured_at AS at, true AS from_report
+                FROM thread_context_snapshots
+                UNION ALL
+                SELECT thread_id, project_id, NULL, model, completed_at, false FROM compaction_events
+            )
+            GROUP BY thread_id
+            """,
+            # Seconds per level, per thread and UTC day, as analytics_level_time counts them but for a thread that went
+            # stale: from the engine's `stale` update to the thread's next one it counts as `stale`, not at its last
+            # level (analytics_level_time counts a silent night as hours at that level). Thread-hours leave it out.
+            """
+            CREATE VIEW IF NOT EXISTS analytics_thread_time AS
+            SELECT toDate(occurred_at) AS day, project_id, thread_id,
+                   if(reason = 'stale', 'stale', assumeNotNull(context_budget_level)) AS level,
+                   sum(dateDiff('millisecond', occurred_at, next_at)) / 1000 AS seconds
+            FROM
+            (
+                SELECT project_id, thread_id, occurred_at, context_budget_level, reason,
+                       leadInFrame(occurred_at) OVER following AS next_at,
+                       count() OVER following AS closed
+                FROM (SELECT * FROM context_events WHERE event_type = 'thread.context.updated' LIMIT 1 BY event_id)
+                WINDOW following AS (
+                    PARTITION BY thread_id ORDER BY occurred_at, event_id ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING
+                )
+            )
+            WHERE closed = 2
+            GROUP BY day, project_id, thread_id, level
+            """,
+            # Per UTC day, project, agent tool and model: how the relay did (spec 9.5, issue 37). Each fact counts on
+            # the day it happened: a compaction when it began, with the thread's newest package ready by then (its
+            # summary tells the agent's own part from a facts-only one, which starts with the relay's mark,
+            # reporter.relay.assembly.FACTS_ONLY_MARK); a package when it was ready (else created); a handoff_missing
+            # alert when it opened; a prepare_handoff when it was issued, with its wait until the engine marked it
+            # done because a package got ready (the waits view's finished_at takes any done); thread-hours: the time
+            # threads reported (analytics_thread_time but stale). Percentiles by the nearest rank below, as
+            # bench.measure.percentile.
+            f"""
+            CREATE VIEW IF NOT EXISTS analytics_relay_daily AS
+            SELECT f.day AS day, f.project_id AS project_id,
+                   if(empty(t.agent_tool), 'unknown', t.agent_tool) AS agent_tool,
+                   if(empty(t.model), 'unknown', t.model) AS model,
+                   sum(f.compaction) AS compactions,
+                   sum(f.ready) AS with_ready_package,
+                   if(compactions > 0, with_ready_package / compactions, NULL) AS ready_package_share,
+                   sum(f.agent_part) AS with_agent_part,
+                   if(compactions > 0, with_agent_part / compactions, NULL) AS agent_part_share,
+                   sum(f.package) AS packages,
+                   sum(f.facts_only) AS facts_only_packages,
+                   sum(f.handoff_missing) AS handoff_missing,
+                   sum(f.issued) AS prepare_handoff_issued,
+                   arraySort(groupArrayIf(f.wait, f.readied)) AS ready_waits,
+                   length(ready_waits) AS prepare_handoff_readied,
+                   if(empty(ready_waits), NULL, ready_waits[toUInt32(floor(0.5 * (length(ready_waits) - 1))) + 1])
+                       AS ready_p50_seconds,
+                   if(empty(ready_waits), NULL, ready_waits[toUInt32(floor(0.99 * (length(ready_waits) - 1))) + 1])
+                       AS ready_p99_seconds,
+                   sum(f.seconds) / 3600 AS thread_hours,
+                   if(thread_hours > 0, compactions / thread_hours, NULL) AS compactions_per_thread_hour
+            FROM
+            (
+                SELECT toDate(c.began_at) AS day, c.project_id AS project_id, c.thread_id AS thread_id,
+                       1 AS compaction, toUInt8(c.handoff_ready) AS ready,
+                       toUInt8(c.handoff_ready AND NOT empty(p.summary_text)
+                               AND NOT startsWith(p.summary_text, {FACTS_ONLY}))
+                           AS agent_part,
+                       0 AS package, 0 AS facts_only, 0 AS handoff_missing, 0 AS issued, false AS readied,
+                       0.0 AS wait, 0.0 AS seconds
+                FROM
+                (
+                    SELECT *, assumeNotNull(coalesce(started_at, completed_at)) AS began_at
+                    FROM compaction_events LIMIT 1 BY event_id
+                ) AS c
+                ASOF LEFT JOIN
+                (
+                    SELECT from_thread_id, assumeNotNull(ready_at) AS ready_at, summary_text
+                    FROM thread_handoff_packages FINAL
+                    WHERE ready_at IS NOT NULL
+                ) AS p
+                ON c.thread_id = p.from_thread_id AND c.began_at >= p.ready_at
+                UNION ALL
+                SELECT toDate(coalesce(ready_at, created_at)), project_id, from_thread_id, 0, 0, 0, 1,
+                       startsWith(summary_text, {FACTS_ONLY}),
+                       0, 0, false, 0.0, 0.0
+                FROM thread_handoff_packages FINAL
+                UNION ALL
+                SELECT toDate(opened_at), project_id, thread_id, 0, 0, 0, 0, 0, 1, 0, false, 0.0, 0.0
+                FROM thread_context_alerts FINAL
+                WHERE alert_type = 'handoff_missing'
+                UNION ALL
+                SELECT toDate(issued), project_id, thread_id, 0, 0, 0, 0, 0, 0, 1, readied_at IS NOT NULL,
+                       ifNull(dateDiff('millisecond', issued, readied_at) / 1000, 0.0), 0.0
+                FROM
+                (
+                    SELECT action_id, any(project_id) AS project_id, any(thread_id) AS thread_id,
+                           min(issued_at) AS issued,
+                           minIf(toNullable(state_changed_at), state = 'done' AND state_reason = 'handoff_ready')
+                               AS readied_at
+                    FROM master_actions
+                    WHERE has(actions, 'prepare_handoff')
+                    GROUP BY action_id
+                )
+                UNION ALL
+                SELECT day, project_id, thread_id, 0, 0, 0, 0, 0, 0, 0, false, 0.0, seconds
+                FROM analytics_thread_time
+                WHERE level != 'stale'
+            ) AS f
+            LEFT JOIN analytics_thread_tools AS t ON f.thread_id = t.thread_id
+            GROUP BY day, project_id, agent_tool, model
+            """,
+            # Hours of thread time per engine level (and `stale`), per UTC day, project, agent tool and model: the
+            # fleet's levels over time (analytics_thread_time by the thread's tool).
+            """
+            CREATE VIEW IF NOT EXISTS analytics_levels_daily AS
+            SELECT l.day AS day, l.project_id AS project_id,
+                   if(empty(t.agent_tool), 'unknown', t.agent_tool) AS agent_tool,
+                   if(empty(t.model), 'unknown', t.model) AS model,
+                   l.level AS level, sum(l.seconds) / 3600 AS thread_hours
+            FROM analytics_thread_time AS l
+            LEFT JOIN analytics_thread_tools AS t ON l.thread_id = t.thread_id
+            GROUP BY day, project_id, agent_tool, model, level
+            """,
+            # One thread's history to plot: its budget as the engine saw it (`budget`), and the marks on it:
+            # compactions when they began (`compaction`, label the trigger mode, detail ready / no package), every
+            # state of a master action (`master_action`, label the action, detail the state), and each package once
+            # ready, else when created (`package`, label its status, detail facts_only / agent / empty).
+            f"""
+            CREATE VIEW IF NOT EXISTS analytics_thread_timeline AS
+            SELECT project_id, thread_id, occurred_at AS at, 'budget' AS kind, event_id AS ref,
+                   context_budget_remaining_pct AS remaining_pct, context_budget_level AS label, '' AS detail
+            FROM (SELECT * FROM context_events WHERE event_type = 'thread.context.updated' LIMIT 1 BY event_id)
+            UNION ALL
+            SELECT project_id, thread_id, coalesce(started_at, completed_at), 'compaction', event_id, NULL,
+                   trigger_mode, if(handoff_ready, 'ready', 'no package')
+            FROM (SELECT * FROM compaction_events LIMIT 1 BY event_id)
+            UNION ALL
+            SELECT project_id, thread_id, state_changed_at, 'master_action', action_id, NULL, actions[1], state
+            FROM (SELECT * FROM master_actions LIMIT 1 BY action_id, state)
+            UNION ALL
+            SELECT project_id, from_thread_id, coalesce(ready_at, created_at), 'package', handoff_package_id, NULL,
+                   package_status,
+                   multiIf(empty(summary_text), 'empty',
+                           startsWith(summary_text, {FACTS_ONLY}),
+                           'facts_only', 'agent')
+            FROM thread_handoff_packages FINAL
+            """,
+        ),
+    ),
+    Migration(
+        11,
+        "the fleet's learned compaction points with their evidence; compactions and snapshots keep their tokens, window"
+        " and tool version (additive fields)",
         (
             """
             CREATE TABLE IF NOT EXISTS compaction_points
@@ -653,6 +818,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
             """
             ALTER TABLE compaction_events
+                ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
+                ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
+            """,
+            """
+            ALTER TABLE thread_context_snapshots
+                ADD COLUMN IF NOT EXISTS context_tokens Nullable(UInt32),
                 ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
                 ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
             """,

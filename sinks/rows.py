@@ -1,13 +1,15 @@
 """Records to ClickHouse rows through one declarative spec per table: its columns, and how each value is read.
 
 A spec lists only the columns the sink writes, in insert order; columns the table declares beyond them take their
-defaults (fields a later issue fills). Latest-state tables get the source record's Kafka offset as their `version`
+defaults (fields a later issue fills). A table that stores a model takes its columns from the model's fields
+(`stored`): a field added to the model is a column at once, and tests/unit/sinks/test_columns.py fails until a
+migration adds it to the table. Latest-state tables get the source record's Kafka offset as their `version`
 column (see `sinks.tables` for why the offset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -56,6 +58,18 @@ class TableSpec:
 def columns(*names: str, **computed: Getter) -> tuple[Column, ...]:
     """Columns read from same-named attributes, then computed ones (in keyword order)."""
     return (*(Column(n) for n in names), *(Column(n, g) for n, g in computed.items()))
+
+
+def stored(model: type[BaseModel], *, key: str, skip: Iterable[str] = (), **computed: Getter) -> tuple[Column, ...]:
+    """The columns of a table storing `model`: `key` first, then every other field of the model in its order, read
+    from the same-named attribute, but those in `skip` (stored by a computed column, or not at all: each table says
+    why); then the `computed` ones, in keyword order (one named like a field replaces how that field is read)."""
+    fields = model.model_fields
+    unknown = [name for name in (key, *skip) if name not in fields]
+    if unknown:
+        raise ValueError(f"{model.__name__} has no field {', '.join(unknown)}")
+    names = [key, *(name for name in fields if name != key and name not in skip and name not in computed)]
+    return columns(*names, **computed)
 
 
 def optional(name: str) -> Getter:

@@ -24,51 +24,43 @@ from schemas import (
     ContextEvent,
     ConversationItem,
     DeadLetter,
+    HandoffPackage,
     MasterActionRecord,
     ProjectDetail,
     SnapshotVerdict,
+    ThreadContextSnapshot,
     ThreadState,
     ThresholdPolicy,
 )
 from schemas.compaction_points import CompactionPoint
 from schemas.events import CompactionFinished
 from schemas.projection import ThreadProjection
-from sinks.rows import TableSpec, as_json, columns, optional
+from sinks.rows import TableSpec, as_json, columns, optional, stored
+
+ENVELOPE = "schema_version"
+"""Every record's version of its own shape: a table's shape is its migrations'."""
 
 # -- latest state: ReplacingMergeTree(version), read with FINAL -------------------------------------------------------
 
 THREAD_CONTEXT_LATEST = TableSpec(
     "thread_context_latest",
-    columns(
-        "thread_id",
-        "project_id",
-        "task_id",
-        "node_id",
-        "worker_id",
-        "source_kind",
-        "snapshot_id",
-        "snapshot_version",
-        "captured_at",
-        "context_budget_remaining_pct",
-        "context_budget_level",
-        "reported_level",
-        "compaction_expected_at",
-        "estimated_remaining_turns",
-        "estimated_remaining_large_messages",
-        "last_compaction_at",
-        "compaction_count",
-        "must_finish_before_compaction",
-        "worker_must_finish",
-        "next_required_report_in_seconds",
-        "report_deadline_at",
-        "stale",
-        "compaction_risk_open",
-        "critical_since",
-        "due_actions",
-        "wrap_up_requested",
-        "compaction_unprepared",
-        "level_mismatches",
-        "updated_at",
+    stored(
+        ThreadState,
+        key="thread_id",
+        skip=(
+            ENVELOPE,
+            # stored by the computed columns below, as readers take them
+            "work_facts",
+            "open_alerts",
+            "handoff",
+            "handoff_decision",
+            "master_actions",
+            # the engine's own bookkeeping, no reader's
+            "alert_sequence",
+            "handoff_required_sent",
+            "requested_actions",
+            "sources",
+        ),
         active_work_facts=lambda s: [f.fact for f in s.work_facts if f.active],
         open_alert_ids=lambda s: [a.alert_id for a in s.open_alerts],
         handoff_package_id=lambda s: s.handoff and s.handoff.handoff_package_id,
@@ -85,20 +77,11 @@ table (below), which `sinks.queries.latest_thread` lays over this one."""
 
 THREAD_CONTEXT_PROJECTION = TableSpec(
     "thread_context_projection",
-    columns(
-        "thread_id",
-        "project_id",
-        "projected_tokens",
-        "sampled_tokens",
-        "sampled_at",
-        "surface_tokens",
-        "context_window_tokens",
-        "heuristic",
-        "compaction_expected_at",
-        "compaction_expected_earliest_at",
-        "compaction_expected_latest_at",
-        "last_compaction_trigger_mode",
-        "truncated_tool_results",
+    stored(
+        ThreadProjection,
+        key="thread_id",
+        # the estimates are history (thread_projection_history); the latest thread shows the forecast band
+        skip=(ENVELOPE, "estimated_remaining_turns", "estimated_remaining_large_messages", "estimate_accuracy"),
         latest_manifest=as_json("latest_manifest"),
         updated_at=lambda p: p.updated_at,
     ),
@@ -106,48 +89,19 @@ THREAD_CONTEXT_PROJECTION = TableSpec(
 )
 
 THREAD_CONTEXT_ALERTS = TableSpec(
-    "thread_context_alerts",
-    columns(
-        "alert_id", "thread_id", "project_id", "alert_type", "alert_status", "opened_at", "acked_at", "resolved_at"
-    ),
-    versioned=True,
+    "thread_context_alerts", stored(ContextAlert, key="alert_id", skip=(ENVELOPE,)), versioned=True
 )
 
 THREAD_HANDOFF_PACKAGES = TableSpec(
-    "thread_handoff_packages",
-    columns(
-        "handoff_package_id",
-        "project_id",
-        "task_id",
-        "from_thread_id",
-        "to_thread_id",
-        "package_status",
-        "summary_text",
-        "open_questions",
-        "critical_files",
-        "critical_commands",
-        "critical_tests",
-        "critical_artifacts",
-        "decision_links",
-        "created_at",
-        "ready_at",
-        "consumed_at",
-    ),
-    versioned=True,
+    "thread_handoff_packages", stored(HandoffPackage, key="handoff_package_id", skip=(ENVELOPE,)), versioned=True
 )
 
 CONVERSATION_INDICATORS = TableSpec(
     "conversation_indicators",
-    columns(
-        "conversation_id",
-        "conversation_type",
-        "project_id",
-        "project_title",
-        "manual_pinned",
-        "latest_reply_at",
-        "context_budget_source_node_id",
-        "context_budget_updated_at",
-        "must_finish_before_compaction",
+    stored(
+        ConversationItem,
+        key="conversation_id",
+        skip=(ENVELOPE, "context_budget_indicator"),  # flattened into the indicator_ columns
         indicator_visible=lambda c: c.context_budget_indicator.visible,
         indicator_percent=lambda c: c.context_budget_indicator.percent,
         indicator_level=lambda c: c.context_budget_indicator.level,
@@ -158,12 +112,10 @@ CONVERSATION_INDICATORS = TableSpec(
 
 PROJECT_CONTEXT_RISK = TableSpec(
     "project_context_risk",
-    columns(
-        "project_id",
-        "next_compaction_risk_thread_id",
-        "threads_requiring_handoff",
-        "master_context_strategy_summary",
-        "new_subtask_thread_ids",
+    stored(
+        ProjectDetail,
+        key="project_id",
+        skip=(ENVELOPE,),
         active_thread_count=lambda p: len(p.active_thread_contexts),
         active_thread_contexts=as_json("active_thread_contexts"),
     ),
@@ -171,30 +123,15 @@ PROJECT_CONTEXT_RISK = TableSpec(
 )
 
 THRESHOLD_POLICIES = TableSpec(
-    "thread_context_threshold_policies",
-    columns("project_id", "safe_min_pct", "watch_min_pct", "urgent_min_pct", "updated_at"),
-    versioned=True,
+    "thread_context_threshold_policies", stored(ThresholdPolicy, key="project_id", skip=(ENVELOPE,)), versioned=True
 )
 
 COMPACTION_POINTS = TableSpec(
     "compaction_points",
-    columns(
-        "point_key",
-        "agent_tool",
-        "tool_version",
-        "model",
-        "context_window_tokens",
-        "default_point_tokens",
-        "compaction_point_tokens",
-        "band_low_tokens",
-        "band_high_tokens",
-        "compactions",
-        "since",
-        "previous_point_tokens",
-        "moved_at",
-        "moves",
-        "project_ids",
-        "updated_at",
+    stored(
+        CompactionPoint,
+        key="point_key",
+        skip=(ENVELOPE, "samples"),  # the evidence's tokens are its column; the samples' ids stay on the topic
         sample_tokens=lambda p: [s.tokens_before for s in p.samples],
     ),
     versioned=True,
@@ -203,32 +140,8 @@ COMPACTION_POINTS = TableSpec(
 
 # -- history: MergeTree by month -----------------------------------------------------------------------------------
 
-THREAD_CONTEXT_SNAPSHOTS = TableSpec(
-    "thread_context_snapshots",
-    columns(
-        "snapshot_id",
-        "project_id",
-        "task_id",
-        "thread_id",
-        "node_id",
-        "worker_id",
-        "source_kind",
-        "context_budget_remaining_pct",
-        "context_budget_level",
-        "compaction_expected_at",
-        "must_finish_before_compaction",
-        "estimated_remaining_turns",
-        "estimated_remaining_large_messages",
-        "last_compaction_at",
-        "compaction_count",
-        "snapshot_version",
-        "captured_at",
-        "schema_version",
-        "agent_tool",
-        "model",
-        "shown_remaining_pct",
-    ),
-)
+THREAD_CONTEXT_SNAPSHOTS = TableSpec("thread_context_snapshots", stored(ThreadContextSnapshot, key="snapshot_id"))
+"""Every field of the report, its schema version included (a row round-trips to the snapshot)."""
 
 SNAPSHOT_INPUT_FIELDS = (
     "snapshot_id",
@@ -277,57 +190,23 @@ CONTEXT_EVENTS = TableSpec(
 
 ALERT_TRANSITIONS = TableSpec(
     "alert_transitions",
-    columns(
-        "alert_id",
-        "thread_id",
-        "project_id",
-        "alert_type",
-        "alert_status",
-        "opened_at",
-        "acked_at",
-        "resolved_at",
+    stored(
+        ContextAlert,
+        key="alert_id",
+        skip=(ENVELOPE,),
         transitioned_at=lambda a: a.resolved_at or a.acked_at or a.opened_at,
     ),
 )
 
-COMPACTION_EVENTS = TableSpec(
-    "compaction_events",
-    columns(
-        "event_id",
-        "thread_id",
-        "project_id",
-        "trigger_mode",
-        "model",
-        "started_at",
-        "completed_at",
-        "tokens_before",
-        "tokens_after",
-        "summary_token_count",
-        "handoff_ready",
-        "model_profile",
-        "wrap_up_requested",
-        "context_window_tokens",
-        "tool_version",
-    ),
-)
+COMPACTION_EVENTS = TableSpec("compaction_events", stored(CompactionFinished, key="event_id", skip=(ENVELOPE,)))
 
 THREAD_PROJECTION_HISTORY = TableSpec(
     "thread_projection_history",
-    columns(
-        "thread_id",
-        "project_id",
-        "projected_tokens",
-        "sampled_tokens",
-        "surface_tokens",
-        "context_window_tokens",
-        "heuristic",
-        "estimated_remaining_turns",
-        "estimated_remaining_large_messages",
-        "compaction_expected_at",
-        "compaction_expected_earliest_at",
-        "compaction_expected_latest_at",
-        "truncated_tool_results",
-        "updated_at",
+    stored(
+        ThreadProjection,
+        key="thread_id",
+        # the sample's time, the trigger mode and the manifest are the latest thread's (thread_context_projection)
+        skip=(ENVELOPE, "sampled_at", "last_compaction_trigger_mode", "latest_manifest", "estimate_accuracy"),
         estimate_checks=lambda p: p.estimate_accuracy.checks,
         estimate_abs_error_tokens=lambda p: p.estimate_accuracy.abs_error_tokens,
         estimate_signed_error_tokens=lambda p: p.estimate_accuracy.signed_error_tokens,
@@ -337,27 +216,17 @@ THREAD_PROJECTION_HISTORY = TableSpec(
 
 MASTER_ACTIONS = TableSpec(
     "master_actions",
-    columns(
-        "action_id",
-        "thread_id",
-        "project_id",
-        "context_budget_level",
-        "actions",
-        "reason",
-        "issued_at",
-        "state",
-        "changed_by",
-        "state_reason",
+    stored(
+        MasterActionRecord,
+        key="action_id",
+        skip=(ENVELOPE,),
         checklist=as_json("checklist"),
         # a record from before the lifecycle (or the projection's compact_now) reached its state when issued
         state_changed_at=lambda r: r.state_changed_at or r.issued_at,
     ),
 )
 
-DEADLETTER = TableSpec(
-    "deadletter",
-    columns("received_at", "source_topic", "partition", "offset", "reason", "detail", "original_key", "original_value"),
-)
+DEADLETTER = TableSpec("deadletter", stored(DeadLetter, key="received_at", skip=(ENVELOPE,)))
 
 TABLES: tuple[TableSpec, ...] = (
     THREAD_CONTEXT_LATEST,

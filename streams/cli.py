@@ -137,8 +137,8 @@ def _run_worker(settings: Settings, serve_api: bool, simulate_rate: float | None
     from sinks.migrations import apply_history_ttl
     from sinks.migrations import migrate as apply
     from streams.runtime.app import Worker
-    from streams.runtime.worker import build
     from streams.topic_admin import create, declared_topics, topology_tables
+    from streams.worker import build
 
     # The tables' changelogs too: left to Faust, they appear while its first rebalance runs, which logs them missing.
     created = asyncio.run(create(settings, declared_topics(settings, topology_tables(settings))))

@@ -10,7 +10,8 @@ thread, in order, and is the only writer of its state. The domain logic lives in
 ...); `streams.runtime` holds the delivery discipline every fold follows; this module only wires each
 declared fold to its functions, against the runtime interface (`streams.runtime.protocol.FoldRuntime`): it knows
 nothing of Faust, so the in-memory runtime (`streams.runtime.memory`) runs this very declaration in tests and
-benchmarks, and `streams.runtime.worker.build` runs it in a worker.
+benchmarks, and `streams.worker.build` runs it in a worker. `wire` is a loop over the declaration (`core.folds.FOLDS`):
+each fold of the worker's roles, in order, wired by its entry of `WIRINGS`.
 
 A worker runs every role unless `CTXBUDGET_ROLES` names some: processes with different roles then share the work,
 each role set in a consumer group of its own, with its own table changelogs (`Settings.faust_app_id`).
@@ -18,16 +19,20 @@ each role set in a consumer group of its own, with its own table changelogs (`Se
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from clickhouse_connect.driver.client import Client
 
 from core.engine_config import EngineConfig
-from core.fleet_points import no_points
+from core.fleet_points import PointLookup
 from core.folds import (
     ALERT_COMMANDS_FOLD,
     COMPACTION_POINTS_FOLD,
     ENGINE_FOLD,
+    FOLDS,
     INDICATORS_FOLD,
     LEARNED_POINTS_FOLD,
     POLICIES_FOLD,
@@ -35,6 +40,7 @@ from core.folds import (
     PROJECTS_FOLD,
     ROUTE_COMPACTIONS_FOLD,
     SINKS_FOLD,
+    Fold,
 )
 from core.profiles import ProfileSet
 from core.settings import Settings
@@ -63,6 +69,7 @@ from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import FoldRuntime
 
 POLICY_CODEC = Codec(ThresholdPolicy)
+_Table = TypeVar("_Table")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -83,81 +90,146 @@ def declared(settings: Settings) -> MemoryRuntime:
 
 
 def wire(runtime: FoldRuntime, settings: Settings, clickhouse: Client | None = None) -> None:
-    """Declare the folds of `settings.roles` on `runtime` (the Faust one, `streams.runtime.worker.build`, or the
-    in-memory one); with a `clickhouse` client (owned by the worker) the sinks write every route into it."""
-    prefix = settings.topic_prefix
-    roles = settings.roles
-    projects_config = ProjectsConfig(retire_after=timedelta(seconds=settings.project_retire_seconds))
-    lookup_policy = (
-        runtime.global_table(POLICIES_FOLD, POLICY_CODEC.decode, key_of=lambda policy: policy.project_id)
-        if roles & {"engine", "projection"}
-        else None
+    """Declare the folds of `settings.roles` on `runtime` (the Faust one, `streams.worker.build`, or the in-memory
+    one), in the declaration's order; with a `clickhouse` client (owned by the worker) the sinks write every route
+    into it."""
+    wiring = Wiring(runtime, settings, clickhouse)
+    for fold in FOLDS:
+        if fold.roles & settings.roles:
+            WIRINGS[fold.name](fold, wiring)
+
+
+@dataclass
+class Wiring:
+    """What the folds of one worker are wired with."""
+
+    runtime: FoldRuntime
+    settings: Settings
+    clickhouse: Client | None
+    policies: Callable[[str], ThresholdPolicy | None] | None = None
+    """The policies' table, once its fold is wired (it comes first in every role that reads it)."""
+    points: PointLookup | None = None
+    """The fleet's learnt compaction points, once their fold is wired (before every fold that reads them)."""
+
+    @property
+    def lookup_policy(self) -> Callable[[str], ThresholdPolicy | None]:
+        return _wired(self.policies, POLICIES_FOLD)
+
+    @property
+    def lookup_point(self) -> PointLookup:
+        return _wired(self.points, LEARNED_POINTS_FOLD)
+
+    @property
+    def prefix(self) -> str:
+        return self.settings.topic_prefix
+
+    @property
+    def projects(self) -> ProjectsConfig:
+        return ProjectsConfig(retire_after=timedelta(seconds=self.settings.project_retire_seconds))
+
+
+def _wired(table: _Table | None, fold: Fold) -> _Table:
+    if table is None:
+        raise RuntimeError(f"{fold.name} is wired after a fold that reads it (core/folds.py FOLDS)")
+    return table
+
+
+def _policies(fold: Fold, w: Wiring) -> None:
+    w.policies = w.runtime.global_table(fold, POLICY_CODEC.decode, key_of=lambda policy: policy.project_id)
+
+
+def _learned_points(fold: Fold, w: Wiring) -> None:
+    w.points = w.runtime.global_table(fold, POINT_CODEC.decode, key_of=lambda point: point.point_key)
+
+
+def _projection(fold: Fold, w: Wiring) -> None:
+    """Session events -> projected tokens -> estimator snapshots (back into `snapshots`)."""
+    projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), w.lookup_policy, w.lookup_point)
+    prefix = w.prefix
+    metrics.watch_estimator(projection.estimator.stats)
+    w.runtime.keyed_fold(
+        fold,
+        restore_state,  # any stored fold version: an older one degrades to the raw sample
+        batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
     )
-    lookup_point = (
-        runtime.global_table(LEARNED_POINTS_FOLD, POINT_CODEC.decode, key_of=lambda point: point.point_key)
-        if roles & {"engine", "projection"}
-        else no_points
+
+
+def _alert_commands(fold: Fold, w: Wiring) -> None:
+    """Acks re-keyed by the thread that owns the alert, so the engine sees them in order."""
+    prefix = w.prefix
+    w.runtime.stateless_fold(fold, batch=lambda messages, now: route_alert_commands(messages, now, prefix))
+
+
+def _engine(fold: Fold, w: Wiring) -> None:
+    """The thread budget engine, its thread states routed in the same fold (`streams.engine.routing`)."""
+    config, projects, prefix, lookup_policy = engine_config(w.settings), w.projects, w.prefix, w.lookup_policy
+    lookup_point = w.lookup_point
+    w.runtime.keyed_fold(
+        fold,
+        SLOT_CODEC.decode,
+        batch=lambda messages, load, now: fused_batch(
+            messages, load, lookup_policy, now, config, projects, prefix, lookup_point
+        ),
+        tick=lambda slots, now: fused_tick(slots, now, config, projects),
+        wake=lambda slot, after: next_deadline(slot, after, config),
+        census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
     )
 
-    # -- projection: session events -> projected tokens -> estimator snapshots (back into `snapshots`) ---------------
-    if "projection" in roles:
-        assert lookup_policy is not None
-        projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), lookup_policy, lookup_point)
-        metrics.watch_estimator(projection.estimator.stats)
-        runtime.keyed_fold(
-            PROJECTION_FOLD,
-            restore_state,  # any stored fold version: an older one degrades to the raw sample
-            batch=lambda messages, load, now: projection_batch(messages, load, now, projection, prefix),
-        )
 
-    # -- the thread budget engine; acks re-keyed by the thread that owns the alert, so the engine sees them in order --
-    # -- its thread states routed in the same fold to their projects and conversations (`streams.engine.routing`) ---
-    if "engine" in roles:
-        assert lookup_policy is not None
-        runtime.stateless_fold(
-            ALERT_COMMANDS_FOLD, batch=lambda messages, now: route_alert_commands(messages, now, prefix)
-        )
-        config = engine_config(settings)
-        runtime.keyed_fold(
-            ENGINE_FOLD,
-            SLOT_CODEC.decode,
-            batch=lambda messages, load, now: fused_batch(
-                messages, load, lookup_policy, now, config, projects_config, prefix, lookup_point
-            ),
-            tick=lambda slots, now: fused_tick(slots, now, config, projects_config),
-            wake=lambda slot, after: next_deadline(slot, after, config),
-            census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
-        )
+def _projects(fold: Fold, w: Wiring) -> None:
+    """Project risk, over what the engine's routing sent to projects."""
+    config, prefix = w.projects, w.prefix
+    w.runtime.keyed_fold(
+        fold,
+        PROJECT_CODEC.decode,
+        batch=lambda messages, load, now: projects_batch(messages, load, now, config, prefix),
+        tick=lambda projects, now: retire_idle_projects(projects, now, config),
+    )
 
-    # -- project risk and conversation indicators, over what the engine's routing sent to projects and conversations --
-    if "aggregates" in roles:
-        runtime.keyed_fold(
-            PROJECTS_FOLD,
-            PROJECT_CODEC.decode,
-            batch=lambda messages, load, now: projects_batch(messages, load, now, projects_config, prefix),
-            tick=lambda projects, now: retire_idle_projects(projects, now, projects_config),
-        )
-        runtime.keyed_fold(
-            INDICATORS_FOLD,
-            INDICATOR_CODEC.decode,
-            batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix),
-        )
 
-    # -- the fleet's compaction points: finished compactions re-keyed by the point they teach, learned per point ---
-    if "aggregates" in roles:
-        runtime.stateless_fold(
-            ROUTE_COMPACTIONS_FOLD, batch=lambda messages, now: route_compactions(messages, now, prefix)
-        )
-        profiles = ProfileSet()
-        runtime.keyed_fold(
-            COMPACTION_POINTS_FOLD,
-            POINT_CODEC.decode,
-            batch=lambda messages, load, now: points_batch(messages, load, now, profiles, prefix),
-        )
+def _indicators(fold: Fold, w: Wiring) -> None:
+    """Conversation indicators, over what the engine's routing sent to conversations."""
+    prefix = w.prefix
+    w.runtime.keyed_fold(
+        fold, INDICATOR_CODEC.decode, batch=lambda messages, load, now: indicators_batch(messages, load, now, prefix)
+    )
 
-    # -- sinks: every routed topic into ClickHouse, batched per partition, effectively once -------------------------
-    if "sinks" in roles:
-        routes = {topic: ROUTES[topic] for topic in SINKS_FOLD.inputs}
-        batching = (settings.sink_batch_rows, settings.sink_batch_ms, metrics.CountedBackoff())
-        writer = None if clickhouse is None else ClickHouseWriter(clickhouse, routes, prefix, *batching)
-        runtime.sink(SINKS_FOLD, writer)
+
+def _route_compactions(fold: Fold, w: Wiring) -> None:
+    """Finished compactions re-keyed by the point they teach (`core.fleet_points`)."""
+    prefix = w.prefix
+    w.runtime.stateless_fold(fold, batch=lambda messages, now: route_compactions(messages, now, prefix))
+
+
+def _compaction_points(fold: Fold, w: Wiring) -> None:
+    """The fleet's compaction point per key, learnt from those compactions; a move told to the projects concerned."""
+    profiles, prefix = ProfileSet(), w.prefix
+    w.runtime.keyed_fold(
+        fold,
+        POINT_CODEC.decode,
+        batch=lambda messages, load, now: points_batch(messages, load, now, profiles, prefix),
+    )
+
+
+def _sinks(fold: Fold, w: Wiring) -> None:
+    """Every routed topic into ClickHouse, batched per partition, effectively once."""
+    settings = w.settings
+    routes = {topic: ROUTES[topic] for topic in fold.inputs}
+    batching = (settings.sink_batch_rows, settings.sink_batch_ms, metrics.CountedBackoff())
+    writer = None if w.clickhouse is None else ClickHouseWriter(w.clickhouse, routes, w.prefix, *batching)
+    w.runtime.sink(fold, writer)
+
+
+WIRINGS: dict[str, Callable[[Fold, Wiring], None]] = {
+    POLICIES_FOLD.name: _policies,
+    LEARNED_POINTS_FOLD.name: _learned_points,
+    PROJECTION_FOLD.name: _projection,
+    ALERT_COMMANDS_FOLD.name: _alert_commands,
+    ENGINE_FOLD.name: _engine,
+    PROJECTS_FOLD.name: _projects,
+    INDICATORS_FOLD.name: _indicators,
+    ROUTE_COMPACTIONS_FOLD.name: _route_compactions,
+    COMPACTION_POINTS_FOLD.name: _compaction_points,
+    SINKS_FOLD.name: _sinks,
+}
+"""Each declared fold (`core.folds.FOLDS`, by name) to the pure functions it runs."""

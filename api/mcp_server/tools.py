@@ -2,8 +2,8 @@
 
 Tool names are a contract (the example master and the README's agents call them): list_projects, project_threads,
 thread_budget, list_alerts, ack_alert, open_actions, ack_action, complete_action, request_handoff,
-thread_handoff_packages, read_handoff_package, consume_handoff_package, request_compaction. A result is the API's JSON
-as structured content (and as text, for clients that read only text); an API error is a tool error
+thread_handoff_packages, read_handoff_package, consume_handoff_package, request_compaction, relay_schedule. A result
+is the API's JSON as structured content (and as text, for clients that read only text); an API error is a tool error
 `"<status>: <the API's message>"`.
 """
 
@@ -37,7 +37,10 @@ budget level from its remaining context (spec 4.1):
 Order of work (spec 8.2): critical threads first, and among them those with unsaved work (uncommitted patch,
 unrecorded test results, unsaved hardware-test conclusions: `must_finish_before_compaction`, the checklist's
 pending_patches), then urgent ones; once a thread's package is ready, read it and consume it into the relay thread
-that continues the work. Put new subtasks on `new_subtask_thread_ids` (healthiest first). Acknowledge actions you
+that continues the work. Relays are capped per worker node and per project: ask relay_schedule(project_id) which
+threads to relay now (`start`), which wait their turn (`queued`) and which not to relay at all (`futile`: the relay
+would start as full as the thread it replaces, or the same work was just relayed; say so instead of relaying). Put
+a new subtask where its `new_subtask` says (the healthiest safe thread, or a fresh one). Acknowledge actions you
 take on and complete them when done; acknowledge alerts you have handled.
 Subscribe to ctxbudget://projects/{project_id} or ctxbudget://threads/{thread_id} to hear when they change (a level
 change, a handoff required or ready, an action issued) instead of polling."""
@@ -189,6 +192,19 @@ def build_server(rest: RestApi) -> MCPServer:
         """Ask for a manual compaction of a thread now (a compact_now action). Only once its handoff package is
         ready or its work is saved: a compaction without one loses what the context held."""
         return await answer(context, "POST", f"/api/v1/threads/{segment(thread_id)}/compaction-requests")
+
+    @server.tool()
+    async def relay_schedule(
+        project_id: Annotated[Id, Field(description="A project id from list_projects.")], context: Context
+    ) -> CallToolResult:
+        """Which of a project's threads to relay now (issue 37): relays are capped per worker node and per project
+        (`limits`; `running` and `node_relays` count those under way). Each thread requiring a handoff, most pressing
+        first (spec 8.1), has a verdict with its reason: `start` (request its handoff now), `queued` (wait,
+        `queue_position` says its turn) or `futile` (do not relay: its relay started above the watch threshold's
+        use, or the same work was relayed moments ago; tell the user instead). `new_subtask` names the thread a new
+        subtask should go to, or null for a fresh thread, and why (spec 8.2.4). Roles: user, operator (within their
+        projects)."""
+        return await answer(context, "GET", f"/api/v1/projects/{segment(project_id)}/relay-schedule")
 
     async def resource(context: Context, path: str) -> str:
         try:

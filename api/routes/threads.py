@@ -13,6 +13,7 @@ from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reporter, ThreadReader, not_found, path_id, refuse_takeover, reports_thread
 from api.packages import package_outcome
 from api.read_models import thread_detail
+from api.relay_schedule import thread_futile_reason
 from api.responses import errors, record_response
 from api.tokens import Principal, Role
 from api.views import MAX_RECENT_COMPACTIONS, HandoffPackageAccepted, ThreadContextDetail
@@ -32,7 +33,8 @@ ThreadId = Annotated[str, path_id("The thread.")]
 )
 async def get_context_budget(thread_id: ThreadId, context: Context, caller: ThreadReader) -> Response:
     """Roles: user, operator (within the token's projects); worker for the threads it reports. Percent, level,
-    expected compaction with its band, last compaction, wrap-up checklist, handoff status, open master actions."""
+    expected compaction with its band, last compaction, wrap-up checklist, handoff status, open master actions, and
+    `futile_relay_reason` when relaying its work again would not help."""
     detail = await run_in_threadpool(_thread_detail, context, caller, thread_id)
     if detail is None:
         raise not_found("thread")
@@ -46,7 +48,10 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
         return None
     count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
     tool = reads.agent_tool_view(client, thread_id)
-    return thread_detail(row, row.get("wrap_up_checklist") or None, count, recent, tool)
+    detail = thread_detail(row, row.get("wrap_up_checklist") or None, count, recent, tool)
+    policy = context.kafka.policies.policy(row["project_id"])
+    futile = thread_futile_reason(client, row, policy, context.api.relay_limits)
+    return detail.model_copy(update={"futile_relay_reason": futile}) if futile else detail
 
 
 @router.post(

@@ -15,8 +15,7 @@ from core.topics import (
 )
 from schemas.base import MAX_ID_LENGTH
 from schemas.projects import ConversationThread
-from streams.batching import Change
-from streams.engine.fold import Emit
+from streams.batching import Change, Emit
 
 __all__ = [
     "CLIENT_EVENTS",

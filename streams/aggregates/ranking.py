@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from core.levels import SEVERITY
+from core.relay_schedule import takes_new_work
 from schemas import ContextBudgetLevel, WorkFact
 from schemas.projects import LiveThread
 from streams.aggregates.resolution import expected_minute, ring_percent
@@ -68,13 +69,7 @@ def healthiest(threads: Iterable[LiveThread]) -> LiveThread | None:
     Watch and urgent threads should not take long new context (spec 8.2.3), so only safe ones qualify; None means
     the master should start a new thread.
     """
-    candidates = [
-        t
-        for t in threads
-        if t.summary.context_budget_level is ContextBudgetLevel.SAFE
-        and not t.summary.stale
-        and not t.summary.must_finish_before_compaction
-    ]
+    candidates = [t for t in threads if takes_new_work(t.summary)]
     return min(
         candidates,
         key=lambda t: (-ring_percent(t.summary.context_budget_remaining_pct), t.summary.thread_id),

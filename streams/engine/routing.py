@@ -1,9 +1,11 @@
-"""The engine's fold with the routing fused in [thread_id]: one agent, one table, each record decoded once.
+"""The engine's fold [thread_id], the chain `core.folds.ENGINE_FOLD` declares: the `ENGINE` processor, then
+`ROUTING`, in one agent with one table, each record decoded once.
 
-The engine's batch (`process_batch`) or timer (`tick_all`) runs first; the thread states it publishes are then routed
-in process (`streams.aggregates.routes`), with no hop through `thread-state` and so no encode or decode between the
-two, after the batch's conversation links, task importances and consumed handoff packages, in batch order. Each
-thread's routes live in its slot (`ThreadSlot.routes`), so a thread keeps one state, written once per batch.
+The engine's batch (`process_batch`) or timer (`tick_all`) runs first; the thread states it publishes (the topics the
+chain hands the routing, `ENGINE_FOLD.handed(ROUTING)`) are then routed in process (`streams.aggregates.routes`), with
+no encode or decode between the two, after the batch's records of the routing's own inputs and the handoff packages
+both read, in batch order. Each thread's routes live in its slot (`ThreadSlot.routes`), so a thread keeps one state,
+written once per batch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from datetime import datetime
 
 from core.engine_config import EngineConfig
 from core.fleet_points import PointLookup, no_points
-from core.topics import CONVERSATION_LINKS, TASK_IMPORTANCE, THREAD_STATE
+from core.folds import ENGINE_FOLD, ROUTING
+from core.topics import CONVERSATION_LINKS, TASK_IMPORTANCE
 from schemas import Codec, DecodeError, HandoffPackage, ThreadState, ThresholdPolicy
 from schemas.copies import replaced
 from schemas.projects import ConversationLink, TaskImportance, ThreadRoutes
@@ -27,7 +30,9 @@ ROUTING_DECODERS: dict[str, Codec] = {
     CONVERSATION_LINKS: Codec(ConversationLink),
     TASK_IMPORTANCE: Codec(TaskImportance),
 }
-"""The inputs only the routing reads (the engine decodes the handoff packages for both)."""
+"""The inputs only the routing reads, `ENGINE_FOLD.own(ROUTING)` (the engine decodes the handoff packages for both)."""
+HANDED = ENGINE_FOLD.handed(ROUTING)
+"""What the engine emits that the routing reads: its thread states."""
 
 
 def fused_batch(
@@ -109,7 +114,7 @@ def _routed(
         slot = prior(thread_id)
         return slot.routes if slot is not None else None
 
-    states = [(e.key, e.record) for e in result.emits if e.topic == THREAD_STATE and isinstance(e.record, ThreadState)]
+    states = [(e.key, e.record) for e in result.emits if e.topic in HANDED and isinstance(e.record, ThreadState)]
     routed = route_all([*inputs, *states], routes_before, config)
     result.emits += routed.emits
     for thread_id, slot in list(result.states.items()):

@@ -27,7 +27,7 @@
    compacted topics (`apply(compacted=...)`). And the acknowledged offsets are kept free of repeats: a gap-filled
    offset acknowledged again stalled commits to one offset per commit interval.
 
-5. For the topics our agents read through `streams.runtime.OrderedIntake`, the commit is not counted from
+5. For the topics our agents read through `streams.runtime.intake.OrderedIntake`, the commit is not counted from
    acknowledgements at all but from the positions each reader reports (`streams.runtime.progress`); `track_progress`
    attaches that to an app (a hole the sequencer gives up on is then passed by its report, no gap needed).
    Acknowledgements still end Faust's wait for in-flight records before a rebalance.
@@ -53,7 +53,7 @@ UPSTREAM = {
     for name in ("_add_gap", "_new_offset", "_filter_tps_with_pending_acks", "ack", "wait_empty")
 }
 """The consumer's methods as Faust ships them: each correction calls on its own, and its test runs the same scenario
-against both (tests/unit/test_faust_fixes.py), showing the upstream one misbehave."""
+against both (tests/unit/runtime/test_faust_fixes.py), showing the upstream one misbehave."""
 _upstream_ack = UPSTREAM["ack"]
 _upstream_pending = UPSTREAM["_filter_tps_with_pending_acks"]
 _upstream_add_gap = UPSTREAM["_add_gap"]

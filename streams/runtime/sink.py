@@ -22,19 +22,15 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import faust
 from faust.types import TP
 
 from core.folds import Fold
 from streams import metrics
-from streams.runtime.agents import OrderedIntake, release
+from streams.runtime.intake import Host, OrderedIntake, release
 from streams.runtime.protocol import PartitionWriter, SinkWriter
 from streams.runtime.sequencer import Admit
-
-if TYPE_CHECKING:
-    from streams.runtime.agents import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +50,7 @@ class _Partition:
 class Sink:
     """Registers the agent `fold.name` over the prefixed topics of `fold.inputs`, and its flush loop."""
 
-    def __init__(self, runtime: Runtime, fold: Fold, writer: SinkWriter) -> None:
+    def __init__(self, runtime: Host, fold: Fold, writer: SinkWriter) -> None:
         app, settings = runtime.app, runtime.settings
         self.app = app
         self.runtime = runtime

@@ -25,10 +25,10 @@ from api.settings import ApiSettings, token_secret
 from api.tokens import Role, issue_token
 from core.profiles import DEFAULT_CODEX_VERSION
 from core.settings import Settings
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_rollouts import RolloutTailer
+from reporter.claude_code.transcripts import TranscriptTailer
+from reporter.codex.rollouts import RolloutTailer
+from reporter.delivery.spooled import REJECTED_NAME
 from reporter.readings import Identity, Reading, to_snapshot
-from reporter.spooled_delivery import REJECTED_NAME
 from schemas import Conversation, ConversationType, ThreadContextSnapshot
 from streams.aggregates.resolution import ring_percent
 from streams.local_kafka import free_port

@@ -55,3 +55,7 @@ async def test_one_round_requests_the_critical_threads_handoff_first(settings: S
         round_ = json.loads(line)
         assert round_["requested"] == ["thread-critical", "thread-urgent"]
         assert round_["errors"] == []
+        # the relay schedule answered (issue 37): both fit the default caps, neither was relayed before, and with
+        # no safe thread a new subtask goes to a fresh one
+        assert (round_["queued"], round_["futile"]) == ([], {})
+        assert round_["new_subtasks"][PROJECT].startswith("fresh thread: no free safe thread (1 critical, 1 urgent)")

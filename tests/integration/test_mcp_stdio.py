@@ -27,6 +27,7 @@ from sinks.migrations import migrate
 from streams.topic_admin import ensure_topics
 from tests.integration.test_api import World, produce, user_of, world  # noqa: F401  (fixture)
 from tests.unit.api.fakes import SECRET
+from tests.unit.api.test_mcp_server import TOOLS
 from tests.unit.sinks.records import at
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -80,7 +81,7 @@ async def test_the_stdio_server_answers_what_the_api_answers_and_writes_to_the_r
         handoff = await client.call_tool("request_handoff", {"thread_id": world.thread_a, "reason": "over stdio"})
     async with httpx2.AsyncClient(base_url=api_url, headers=headers) as http:
         rest = await http.get(f"/api/v1/threads/{world.thread_a}/context-budget")
-    assert len(tools) == 13
+    assert tools == TOOLS
     assert budget.structured_content == rest.json()
     assert hidden.is_error
     assert hidden.content[0].text.endswith("404: thread not found")

@@ -23,10 +23,10 @@ from api.tokens import Role, issue_token
 from core.settings import Settings
 from core.topics import SESSION_EVENTS, SNAPSHOTS
 from reporter.cli import APP_SERVER_STATE
-from reporter.kafka_delivery import KafkaDelivery
+from reporter.delivery.kafka import KafkaDelivery
+from reporter.delivery.spool import Spool
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.reporter import Reporter, run_app_server
-from reporter.spool import Spool
-from reporter.spooled_delivery import SpooledDelivery
 from schemas import SESSION_EVENT_ADAPTER, Codec, SessionEvent, ThreadContextSnapshot
 from sinks.migrations import migrate
 from streams.topic_admin import ensure_topics

@@ -7,7 +7,7 @@ from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
 from core.settings import Settings
-from streams.runtime.agents import survey_offsets
+from streams.runtime.intake import survey_offsets
 from streams.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.kafka

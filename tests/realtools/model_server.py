@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-# The instruction of reporter/hook_actions.py `instruction()`: a backquoted command naming `handoff write --thread`.
+# The instruction of reporter/hooks/actions.py `instruction()`: a backquoted command naming `handoff write --thread`.
 INSTRUCTION = re.compile(r"`([^`\n]*handoff write --thread[^`\n]*)`")
 HANDOFF_CALL = "handoff write --thread"
 # Claude Code's compaction request ends with a user message asking for a summary of the conversation; Codex's
@@ -54,10 +54,10 @@ OBEYED_MARK = "[ctxbudget handoff already written]"
 # The tool calls of the turn so far, written into a summary: a compaction mid-turn drops them, and the turn must still
 # end after `steps_per_turn` calls instead of starting over (and compacting again) forever.
 TURN_STEPS = re.compile(r"\[steps of this turn: (\d+)\]")
-# reporter/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself (turn/steer
-# into the running turn, or turn/start) for its part of the handoff, answered as one JSON object.
+# reporter/relay/agent_handoff.py `ask_text()`: the reporter, as Codex's app-server client, asks the agent itself
+# (turn/steer into the running turn, or turn/start) for its part of the handoff, answered as one JSON object.
 ASK = re.compile(r"ctxbudget: the context budget asks for `")
-# reporter/resume.py `resume_prompt()`'s opening: the thread starts from a handoff package.
+# reporter/relay/resume.py `resume_prompt()`'s opening: the thread starts from a handoff package.
 RESUMED = "You are continuing the work of thread"
 
 DEFAULT_COMMANDS = (

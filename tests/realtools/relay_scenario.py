@@ -27,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from reporter.handoff_assembly import FACTS_ONLY_MARK
+from reporter.relay.assembly import FACTS_ONLY_MARK
 from tests.realtools.model_server import Api, Kind, ModelServer, Script
 from tests.realtools.sessions import ClaudeSession, CodexSession, Session
 from tests.realtools.tools import Tools

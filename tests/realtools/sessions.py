@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reporter.codex_trust import trust
+from reporter.codex.trust import trust
 from tests.realtools.model_server import ModelServer
 
 CLAUDE_MODEL = "claude-sonnet-4-5"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from reporter.agent_handoff import ask_text
-from reporter.hook_actions import handoff_command, instruction
+from reporter.hooks.actions import handoff_command, instruction
+from reporter.relay.agent_handoff import ask_text
 from tests.realtools.model_server import (
     Conversation,
     Kind,

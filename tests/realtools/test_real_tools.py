@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_rollouts import RolloutTailer
-from reporter.codex_trust import trust_entries
-from reporter.hook_actions import handoff_command, instruction
+from reporter.claude_code.transcripts import TranscriptTailer
+from reporter.codex.rollouts import RolloutTailer
+from reporter.codex.trust import trust_entries
+from reporter.hooks.actions import handoff_command, instruction
 from tests.realtools.model_server import Api, Kind, ModelServer, Script
 from tests.realtools.sessions import ClaudeSession, CodexSession, Hooks
 from tests.realtools.tools import Tools, tools

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile, CodexProfile, ProfileSet, TokenUsage
-from reporter.claude_statusline import parse_status_input, status_reading
+from reporter.claude_code.statusline import parse_status_input, status_reading
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NOW = datetime(2026, 12, 4, 17, 18, tzinfo=UTC)

@@ -1,8 +1,10 @@
 // Building DOM from data without innerHTML: every value from the API lands as text, never as markup.
 
+const SVG_TAGS = new Set(["svg", "circle", "line", "path", "polygon", "rect"]);
+
 /** An element: `attrs` are attributes (null/false skip one, true sets an empty one); children are nodes or text. */
 export function h(tag, attrs = {}, ...children) {
-  const svg = tag === "svg" || tag === "circle";
+  const svg = SVG_TAGS.has(tag);
   const element = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (value === null || value === undefined || value === false) continue;

@@ -1,6 +1,7 @@
-// The page: asks for a token once per tab, routes between the three views by URL hash, and feeds them one live
+// The page: asks for a token once per tab, routes between the four views by URL hash, and feeds them one live
 // event stream (spec 6.4) for the whole tab.
 import { forgetToken, setToken, token } from "./auth.js";
+import { analyticsView } from "./analytics.js";
 import { h } from "./dom.js";
 import { homeView } from "./home.js";
 import { projectView } from "./project.js";
@@ -10,6 +11,7 @@ import { LiveStream } from "./sse.js";
 const ROUTES = [
   [/^#\/projects\/([^/]+)$/, projectView],
   [/^#\/threads\/([^/]+)$/, threadView],
+  [/^#\/analytics$/, analyticsView],
   [/^(?:#\/?)?$/, homeView],
 ];
 const STATUS_TEXT = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", offline: "offline" };

@@ -1,17 +1,22 @@
 // Thread detail (spec 6.3): percent and level, expected compaction with its forecast band, the last compaction and
 // what triggered it, the wrap-up checklist (spec 8.3), the handoff package, and what the context is made of (seed
-// 000 5.3: one bar per section of the latest manifest, against the window, as estimates).
+// 000 5.3: one bar per section of the latest manifest, against the window, as estimates), and the budget over time
+// with its compactions, master actions and packages marked (issue 37: the view analytics_thread_timeline).
 import * as api from "./api.js";
 import { facts, h, textList } from "./dom.js";
 import { TRIGGER_MODES, ringPercent, time, tokens, words } from "./format.js";
+import { STYLES, budgetPlot, legend } from "./plots.js";
 import { liveResource } from "./resource.js";
 import { levelBadge, ring } from "./ring.js";
 
 export function threadView(main, threadId, context) {
   context.title(`Thread ${threadId}`);
   let projectId = null;
+  let plot = null;
 
-  function render(detail) {
+  function render({ detail, timeline }) {
+    plot?.destroy();
+    plot = null;
     projectId = detail.project_id;
     const project = `#/projects/${encodeURIComponent(detail.project_id)}`;
     context.crumbs([
@@ -52,11 +57,21 @@ export function threadView(main, threadId, context) {
       composition(detail.latest_context_manifest),
       history(detail.compaction_history),
     );
+    const budget = timeline.points.filter((p) => p.kind === "budget").map((p) => [seconds(p.at), p.remaining_pct]);
+    const marks = timeline.points.filter((p) => p.kind !== "budget").map(mark);
+    main.querySelector("[data-testid=composition]").before(overTime(timeline, budget, marks));
+    if (budget.length) plot = budgetPlot(main.querySelector("[data-testid=budget-plot]"), { budget, marks });
   }
 
   const resource = liveResource({
     main,
-    load: (signal) => api.threadBudget(threadId, signal),
+    load: async (signal) => {
+      const [detail, timeline] = await Promise.all([
+        api.threadBudget(threadId, signal),
+        api.threadTimeline(threadId, signal),
+      ]);
+      return { detail, timeline };
+    },
     render,
     context,
     what: "thread",
@@ -67,8 +82,75 @@ export function threadView(main, threadId, context) {
       if (data.project_id === projectId || data.thread_id === threadId) resource.changed();
     },
     resync: resource.changed,
-    dispose: resource.dispose,
+    dispose() {
+      resource.dispose();
+      plot?.destroy();
+    },
   };
+}
+
+const seconds = (iso) => Date.parse(iso) / 1000;
+
+// How each mark is drawn: a compaction a downward triangle (and a dashed rule), a master action a diamond (filled when
+// issued, hollow once done, a cross when superseded), a package a square (filled with the agent's own part, hollow
+// when facts only or empty). Each kind has its lane and its shape, so colour only repeats what they say.
+const MARK_STYLES = {
+  compaction: { ...STYLES[1], shape: "down" },
+  master_action: { ...STYLES[3], shape: "diamond" },
+  package: { ...STYLES[2], shape: "square" },
+};
+const SUPERSEDED = { ...MARK_STYLES.master_action, shape: "cross" };
+const HOLLOW_ACTIONS = new Set(["done"]);
+
+function mark(point) {
+  const base = { at: seconds(point.at), kind: point.kind, point };
+  if (point.kind === "package") return { ...base, style: MARK_STYLES.package, hollow: point.detail !== "agent" };
+  if (point.kind === "master_action" && point.detail === "superseded") return { ...base, style: SUPERSEDED };
+  return { ...base, style: MARK_STYLES[point.kind], hollow: HOLLOW_ACTIONS.has(point.detail) };
+}
+
+const MARK_TEXT = {
+  compaction: (p) => `compaction, ${TRIGGER_MODES[p.label] ?? words(p.label)}: ${p.detail}`,
+  master_action: (p) => `${words(p.label)} ${p.detail}`,
+  package: (p) => `package ${p.ref} ${p.label}, ${words(p.detail)}`,
+};
+
+/** The budget plot with its legend, and its marks as a list (what the plot shows, for reading without it). */
+function overTime(timeline, budget, marks) {
+  const key = legend(
+    [
+      ["budget left", STYLES[0], { marker: false }],
+      ["compaction began", MARK_STYLES.compaction, { line: false }],
+      ["master action issued", MARK_STYLES.master_action, { line: false }],
+      ["master action done", MARK_STYLES.master_action, { line: false, hollow: true }],
+      ["master action superseded", SUPERSEDED, { line: false }],
+      ["package with the agent's own part", MARK_STYLES.package, { line: false }],
+      ["package of facts only", MARK_STYLES.package, { line: false, hollow: true }],
+    ],
+    "Budget plot legend",
+  );
+  return h(
+    "section",
+    { class: "card", "aria-labelledby": "over-time-heading", "data-testid": "over-time" },
+    h("h2", { id: "over-time-heading" }, "Budget over time"),
+    budget.length === 0
+      ? h("p", { class: "muted" }, "No budget recorded yet.")
+      : [
+          timeline.truncated ? h("p", { class: "note" }, "The newest points only.") : null,
+          key,
+          h("div", { class: "plot", "data-testid": "budget-plot" }),
+          h(
+            "details",
+            {},
+            h("summary", {}, `The marks as a list (${marks.length})`),
+            h(
+              "ul",
+              { "data-testid": "marks" },
+              marks.map((m) => h("li", { "data-kind": m.kind }, time(m.point.at), " ", MARK_TEXT[m.kind](m.point))),
+            ),
+          ),
+        ],
+  );
 }
 
 const TOOL_NAMES = { codex: "Codex", "claude-code": "Claude Code" };

@@ -5,12 +5,12 @@ engine's fold runs, fed thread states directly (`ROUTING`). Each test states onl
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.actions import actions_for_level
 from core.folds import ENGINE_FOLD, PROJECTS_FOLD
+from core.folds import ROUTING as ROUTING_PROCESSOR
 from core.levels import classify_level
 from core.settings import Settings
 from core.topics import CONVERSATIONS, HANDOFF_PACKAGES, TASK_IMPORTANCE, THREAD_STATE
@@ -39,14 +39,8 @@ VISIBLE_CHANGES = [
 ]
 """Changes a project view shows, as `thread_state` arguments, from a thread at 52.9% expecting compaction at 600 s."""
 INTERNAL = (THREAD_STATE_BY_PROJECT, CONVERSATION_THREADS, CONVERSATION_LINKS)
-ROUTING = replace(
-    ENGINE_FOLD,
-    name="routing",
-    inputs=(THREAD_STATE, CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES),
-    table="thread routes",
-    timer=False,
-)
-"""The routing half of the engine's fold (`streams.engine.routing`), fed thread states directly."""
+ROUTING = ENGINE_FOLD.alone(ROUTING_PROCESSOR)
+"""The routing step of the engine's fold chain (`core.folds.ROUTING`) as a fold of its own, fed thread states."""
 ROUTING_CODECS = {**ROUTING_DECODERS, THREAD_STATE: Codec(ThreadState), HANDOFF_PACKAGES: Codec(HandoffPackage)}
 ROUTES_CODEC = Codec(ThreadRoutes)
 

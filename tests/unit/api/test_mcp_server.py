@@ -36,6 +36,7 @@ TOOLS = {
     "read_handoff_package",
     "consume_handoff_package",
     "request_compaction",
+    "relay_schedule",
 }
 
 

@@ -54,6 +54,7 @@ ENDPOINTS = [
     ("POST", "/api/v1/threads/thread-abc/handoff-packages", dumps(HANDOFF_READY), REPORTER, 202),
     ("GET", "/api/v1/conversations", None, READER, 200),
     ("GET", "/api/v1/projects/proj-001", None, READER, 404),
+    ("GET", "/api/v1/projects/proj-001/relay-schedule", None, READER, 404),  # issue 37
     # issue 23: a worker reads the threads it reports (its hooks ask what they owe) and resumes from their packages
     ("GET", "/api/v1/threads/thread-abc/context-budget", None, EVERYONE, 404),
     ("POST", "/api/v1/alerts/alert-1/ack", None, READER, 404),
@@ -80,6 +81,9 @@ ENDPOINTS = [
     ("PUT", "/api/v1/projects/proj-001/threshold-policy", POLICY, OPERATOR, 202),
     ("PUT", "/api/v1/threads/thread-abc/task-importance", dumps({"task_importance": 5}), READER, 404),
     ("PUT", "/api/v1/threads/thread-abc/worker", dumps({"worker_id": "worker-2", "reason": "moved"}), OPERATOR, 404),
+    # issue 37: the relay analytics the web page plots
+    ("GET", "/api/v1/analytics/relay", None, READER, 200),
+    ("GET", "/api/v1/threads/thread-abc/timeline", None, READER, 404),
 ]
 CASES = [
     pytest.param(method, url, body, role, role in allowed, answer, id=f"{method} {url} as {role.value}")

@@ -124,6 +124,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/workers/{worker_id}/session-events",
         "/api/v1/conversations",
         "/api/v1/projects/{project_id}",
+        "/api/v1/projects/{project_id}/relay-schedule",
         "/api/v1/threads/{thread_id}/context-budget",
         "/api/v1/threads/{thread_id}/handoff-packages",
         "/api/v1/alerts/{alert_id}/ack",
@@ -142,6 +143,8 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/handoff-packages/{package_id}/consume",
         "/api/v1/threads/{thread_id}/task-importance",
         "/api/v1/threads/{thread_id}/worker",
+        "/api/v1/analytics/relay",
+        "/api/v1/threads/{thread_id}/timeline",
     }
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")

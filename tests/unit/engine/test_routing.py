@@ -1,6 +1,7 @@
-"""The routing fused into the engine's fold publishes what the two folds it replaced published, hop through
-`thread-state` included: the engine's batch and timer, then the routing batch over the engine's thread states as
-bytes, each with its table stored as bytes. Same inputs, any batching, timer passes between batches."""
+"""The engine's fold, a chain of the engine and the routing (`core.folds.ENGINE_FOLD`), publishes what its two steps
+publish as folds of their own, hop through `thread-state` included: the engine's batch and timer over its inputs,
+then the routing batch over its inputs and the engine's thread states as bytes, each with its table stored as bytes.
+Same inputs, any batching, timer passes between batches."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.engine_config import EngineConfig
+from core.folds import ENGINE as ENGINE_STEP
+from core.folds import ENGINE_FOLD
+from core.folds import ROUTING as ROUTING_STEP
 from core.topics import (
     CONVERSATION_LINKS,
     CONVERSATION_THREADS,
@@ -27,7 +31,7 @@ from streams.aggregates.config import ProjectsConfig
 from streams.batching import BatchResult, Emit, InputMessage
 from streams.engine.batch import SLOT_CODEC, process_batch, tick_all
 from streams.engine.fold import ThreadSlot
-from streams.engine.routing import fused_batch, fused_tick
+from streams.engine.routing import HANDED, ROUTING_DECODERS, fused_batch, fused_tick
 from tests.unit.aggregates.builders import PREFIX, ROUTES_CODEC, routing_batch
 from tests.unit.engine.builders import at, package, snapshot
 
@@ -69,7 +73,7 @@ def inputs(draw: st.DrawFn) -> list[tuple[str, str, Record | bytes]]:
 
 
 class TwoFolds:
-    """The engine fold and the routing fold it replaced, `thread-state` between them as bytes."""
+    """The engine and the routing as folds of their own, `thread-state` between them as bytes."""
 
     def __init__(self) -> None:
         self.slots: dict[str, bytes] = {}
@@ -78,8 +82,8 @@ class TwoFolds:
 
     def batch(self, messages: list[InputMessage], now_seconds: float) -> None:
         now = at(now_seconds)
-        engine = [m for m in messages if m.topic not in (CONVERSATION_LINKS, TASK_IMPORTANCE)]
-        routing = [m for m in messages if m.topic in (CONVERSATION_LINKS, TASK_IMPORTANCE, HANDOFF_PACKAGES)]
+        engine = [m for m in messages if m.topic in ENGINE_STEP.inputs]
+        routing = [m for m in messages if m.topic in ROUTING_STEP.inputs]
         result = process_batch(engine, self._slot, {}.get, now, ENGINE, PREFIX)
         self._engine(result, routing, now_seconds)
 
@@ -134,7 +138,7 @@ def by_key(emits: list[Emit]) -> dict[tuple[str, str], list[bytes]]:
 
 @settings(max_examples=100, deadline=None)
 @given(inputs(), st.data())
-def test_the_fused_fold_publishes_what_the_engine_and_routing_folds_published(
+def test_the_chain_publishes_what_the_engine_and_routing_publish_as_folds_of_their_own(
     records: list[tuple[str, str, Record | bytes]], data: st.DataObject
 ) -> None:
     messages = [
@@ -180,3 +184,10 @@ def _without_routes(raw: bytes) -> Record | None:
     """The slot as the engine alone keeps it (None: only routes, which the engine alone never stored)."""
     slot = SLOT_CODEC.decode(raw).model_copy(update={"routes": None})
     return None if slot == ThreadSlot() else slot
+
+
+def test_the_engines_fold_is_the_declared_chain_of_the_engine_and_the_routing() -> None:
+    """What `streams.engine.routing` runs: the routing decodes its own inputs and takes the engine's thread states."""
+    assert ENGINE_FOLD.chain == (ENGINE_STEP, ROUTING_STEP)
+    assert set(ROUTING_DECODERS) == set(ENGINE_FOLD.own(ROUTING_STEP))
+    assert HANDED == ENGINE_FOLD.handed(ROUTING_STEP) == (THREAD_STATE,)

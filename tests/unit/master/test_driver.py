@@ -1,6 +1,6 @@
 """The master's rounds against fake tools: requests in the strategy's order with the responder told of each, a
 failed tool counted without stopping the round, a package consumed once its thread compacted, a thread asked again
-only after RETRY_ROUNDS rounds."""
+only after RETRY_ROUNDS rounds; relays started under the caps, the rest queued, the futile ones never asked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from master.driver import RETRY_ROUNDS, Master, ToolFailed
 from master.strategy import HandoffRequest
-from tests.unit.master.test_strategy import package, project, thread
+from tests.unit.master.test_strategy import package, project, relay_schedule, thread
 
 
 class FakeTools:
@@ -18,6 +18,7 @@ class FakeTools:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.budgets: dict[str, dict] = {}
         self.packages: dict[str, list[dict]] = {}
+        self.schedules: dict[str, dict] = {}
 
     async def call(self, name: str, **arguments: Any) -> Any:
         self.calls.append((name, arguments))
@@ -27,6 +28,9 @@ class FakeTools:
             return {"items": [{"project_id": p} for p in self.projects]}
         if name == "project_threads":
             return self.projects[arguments["project_id"]]
+        if name == "relay_schedule":
+            project_id = arguments["project_id"]
+            return self.schedules.get(project_id) or relay_schedule(project_id)
         if name == "thread_budget":
             return self.budgets.get(arguments["thread_id"], {})
         if name == "thread_handoff_packages":
@@ -47,9 +51,9 @@ class Recorder:
 
 def fleet() -> dict[str, dict]:
     return {
-        "p-a": project("p-a", [thread("a-urgent", "urgent", 35)]),
-        "p-b": project("p-b", [thread("b-critical", "critical", 8)]),
-        "p-c": project("p-c", [thread("c-critical", "critical", 6)]),
+        "p-a": project("p-a", [thread("a-urgent", "urgent", 35, node="node-a")]),
+        "p-b": project("p-b", [thread("b-critical", "critical", 8, node="node-b")]),
+        "p-c": project("p-c", [thread("c-critical", "critical", 6, node="node-c")]),
     }
 
 
@@ -90,3 +94,18 @@ async def test_a_thread_still_requiring_a_handoff_is_asked_again_only_after_the_
     master = Master(tools)  # type: ignore[arg-type]
     asked = [bool((await master.run_round()).requested) for _ in range(RETRY_ROUNDS + 1)]
     assert asked == [True] + [False] * (RETRY_ROUNDS - 1) + [True]
+
+
+async def test_over_the_cap_the_less_pressing_wait_and_a_futile_relay_is_reported_not_asked() -> None:
+    threads = [thread("t-1", "critical", 5), thread("t-2", "critical", 8), thread("t-3", "urgent", 30)]
+    tools = FakeTools({"p": project("p", [*threads, thread("t-4", "watch", 50)])})
+    tools.schedules["p"] = relay_schedule("p", per_node=2, futile={"t-2": "the same work was relayed 90 s ago"})
+    master = Master(tools)  # type: ignore[arg-type]
+    report = await master.run_round()
+    assert report.requested == ["t-1", "t-3"]
+    assert report.queued == ["t-4"]
+    assert report.futile == {"t-2": "the same work was relayed 90 s ago"}
+    assert report.new_subtasks == {"p": "fresh thread: no free safe thread (1 critical): start a fresh thread"}
+    # the next round: its two relays still run (the answer does not show them yet), so t-4 keeps waiting
+    again = await master.run_round()
+    assert (again.requested, again.queued) == ([], ["t-4"])

@@ -112,7 +112,7 @@ async def test_a_claude_thread_reports_must_finish_from_its_repository(tmp_path:
     import asyncio
     import contextlib
 
-    from reporter.claude_code import TranscriptTailer
+    from reporter.claude_code.transcripts import TranscriptTailer
     from reporter.reporter import run_rollouts
     from tests.unit.reporter.test_reporter import IDENTITY, Reporter, _Clock, _Delivery
 

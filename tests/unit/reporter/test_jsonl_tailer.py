@@ -14,14 +14,14 @@ import pytest
 
 from core.profiles import DEFAULT_CODEX_VERSION
 from reporter import jsonl_tailer
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_rollouts import RolloutTailer
+from reporter.claude_code.transcripts import TranscriptTailer
+from reporter.codex.rollouts import RolloutTailer
 from reporter.file_watch import InotifyWatch
 from reporter.jsonl_tailer import SAVE_EVENTS, SAVE_SECONDS
 from reporter.readings import SKIP_LOG_SECONDS, Reading, SkipLog, to_snapshot
 from streams.projection.config import ProjectionConfig
-from tests.unit.reporter.test_claude_code import AUTO, AUTO_SESSION, IDENTITY, _project
-from tests.unit.reporter.test_codex_rollouts import ROLLOUT_FILE
+from tests.unit.reporter.claude_code.test_transcripts import AUTO, AUTO_SESSION, IDENTITY, _project
+from tests.unit.reporter.codex.test_rollouts import ROLLOUT_FILE
 
 DATA = Path(__file__).parents[2] / "data"
 

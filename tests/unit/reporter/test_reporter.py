@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reporter.cli import file_lines
-from reporter.codex_app_server import CodexAppServerParser
-from reporter.codex_rollouts import RolloutTailer
+from reporter.codex.app_server import CodexAppServerParser
+from reporter.codex.rollouts import RolloutTailer
 from reporter.delivery import DeliveryError, RejectedRecord
+from reporter.delivery.spool import Spool
+from reporter.delivery.spooled import SpooledDelivery
 from reporter.readings import Identity
 from reporter.reporter import Reporter, run_app_server, run_events, run_rollouts
-from reporter.spool import Spool
-from reporter.spooled_delivery import SpooledDelivery
 from schemas import (
     CompactionCompleted,
     CompactionStarted,
@@ -82,7 +82,7 @@ async def _report_app_server(lines: list[str]) -> list[ThreadContextSnapshot]:
 
 async def test_app_server_session_reports_level_changes_and_the_compaction_at_once(app_server_lines) -> None:
     sent = await _report_app_server(app_server_lines)
-    # The displayed percents of this session in Codex are 81, 44, 11, 93, 64 (test_codex_app_server); the
+    # The displayed percents of this session in Codex are 81, 44, 11, 93, 64 (codex/test_app_server.py); the
     # snapshots carry the budget: room before Codex's auto-compaction at 90% of the model's window, hence lower.
     assert [(round(s.context_budget_remaining_pct), s.context_budget_level, s.compaction_count) for s in sent] == [
         (79, ContextBudgetLevel.SAFE, 0),

@@ -18,16 +18,16 @@ from typer.testing import CliRunner
 
 from core.settings import Settings, default_worker_state_dir
 from ctxbudget.cli import app
-from reporter.handoff_write import RelayPaths
+from reporter.delivery.spool import SpoolBusy, claim_spool, lock_directory
 from reporter.readings import Identity
-from reporter.relay import Relay, ThreadWork
-from reporter.relay_outbox import OUTBOX_NAME, RelayOutbox
-from reporter.spool import SpoolBusy, claim_spool, lock_directory
+from reporter.relay.outbox import OUTBOX_NAME, RelayOutbox
+from reporter.relay.relay import Relay, ThreadWork
+from reporter.relay.write import RelayPaths
 from reporter.worker_state import state_dir
 from schemas import HandoffPackage, MasterAction, MasterActionCommandKind
 from tests.unit.reporter.budget_fake import FakeBudgetApi
 from tests.unit.reporter.conftest import OK
-from tests.unit.reporter.test_relay import item
+from tests.unit.reporter.relay.test_relay import item
 
 ROOT = Path(__file__).parents[3]
 
@@ -73,7 +73,7 @@ def test_hook_handoff_write_and_relay_leave_the_work_tree_clean(tmp_path, monkey
         monkeypatch.setenv("CTXBUDGET_WORKER_STATE_DIR", str(repo / ".ctxbudget"))
     monkeypatch.chdir(repo)  # the tools run hooks and the agent's commands in its working directory
     monkeypatch.delenv("CTXBUDGET_KAFKA_BOOTSTRAP_SERVERS", raising=False)
-    monkeypatch.setattr("reporter.http_delivery.RetryPolicy.attempts", 1)
+    monkeypatch.setattr("reporter.delivery.http.RetryPolicy.attempts", 1)
     api = FakeBudgetApi()
     served = api.serve()
     next(served)

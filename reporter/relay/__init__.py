@@ -1,0 +1,2 @@
+"""The relay on the worker: master actions acknowledged and completed, the handoff package assembled and posted, and
+`ctxbudget handoff`."""
