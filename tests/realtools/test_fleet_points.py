@@ -2,7 +2,8 @@
 with another `CLAUDE_CODE_AUTO_COMPACT_WINDOW`, at another, and Codex 0.169.0 at its `model_auto_compact_token_limit`.
 Their transcripts and rollouts are read by the reporter's own tailers, and the session events run through the
 pipeline's real declaration in memory (`streams.runtime.memory`): the learnt point follows each tool, each move is
-told once, and an unrelated Claude Code thread of the same key is measured against the moved point.
+told once, and an unrelated Claude Code thread of the same key is measured against the moved point, both its
+projection and the snapshot its worker's reporter sends (which says its tokens, window and Claude Code's version).
 """
 
 from __future__ import annotations
@@ -13,27 +14,29 @@ from pathlib import Path
 
 import pytest
 
-from core.profiles import ClaudeCodeProfile, CodexProfile
+from core.fleet_points import version_family
+from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile, CodexProfile
 from core.settings import Settings
-from core.topics import CLIENT_EVENTS, COMPACTION_POINTS, SESSION_EVENTS, THREAD_PROJECTIONS
-from reporter.claude_code import TranscriptTailer
-from reporter.codex_rollouts import RolloutTailer
-from schemas import CompactionPointMoved, ContextBudgetLevel, SessionEvent
+from core.topics import CLIENT_EVENTS, COMPACTION_POINTS, SESSION_EVENTS, SNAPSHOTS, THREAD_PROJECTIONS
+from reporter.claude_code.transcripts import TranscriptTailer
+from reporter.codex.rollouts import RolloutTailer
+from reporter.readings import Identity, to_snapshot
+from schemas import CompactionPointMoved, ContextBudgetLevel, SessionEvent, ThreadContextSnapshot
 from schemas.compaction_points import CompactionPoint
 from schemas.projection import ThreadProjection
 from streams.runtime.memory import MemoryRuntime
 from streams.topology import wire
 from tests.realtools.model_server import ModelServer, Script
 from tests.realtools.sessions import CLAUDE_MODEL, CODEX_MODEL, ClaudeSession, CodexSession
-from tests.realtools.tools import Tools, tools
+from tests.realtools.tools import PINS, Tools, tools
 
 pytestmark = pytest.mark.agent_tools
 
 CLAUDE_WINDOW = 200_000
-CLAUDE_KEY = f"claude-code||{CLAUDE_MODEL}|{CLAUDE_WINDOW}"
-"""The reporters do not say the tool's version yet: the key's version family is empty."""
+CLAUDE_KEY = f"claude-code|{version_family(PINS['@anthropic-ai/claude-code'])}|{CLAUDE_MODEL}|{CLAUDE_WINDOW}"
+"""The reporters say the tool's version (the transcript's `version`, the rollout's `cli_version`): `2.1.x`."""
 CODEX_WINDOW = 258_400
-CODEX_KEY = f"codex||{CODEX_MODEL}|{CODEX_WINDOW}"
+CODEX_KEY = f"codex|{version_family(PINS['@openai/codex'])}|{CODEX_MODEL}|{CODEX_WINDOW}"
 CLAUDE_SCRIPT = Script(base_tokens=20_000, tokens_per_step=8_000, steps_per_turn=24)
 """Fine steps, so the compactions land near each point: one compaction a turn at either window."""
 UNRELATED_SCRIPT = Script(base_tokens=20_000, tokens_per_step=8_000, steps_per_turn=12)
@@ -49,17 +52,27 @@ def played(session: ClaudeSession | CodexSession, turns: int) -> ClaudeSession |
     return session
 
 
-def events_of(session: ClaudeSession | CodexSession, state: Path, worker: str) -> list[SessionEvent]:
-    """What the worker's reporter says of the session, as it would say it (its tailers), named by the worker."""
+def reported(
+    session: ClaudeSession | CodexSession, state: Path, worker: str
+) -> tuple[list[SessionEvent], list[ThreadContextSnapshot]]:
+    """What the worker's reporter says of the session, as it would say it (its tailers): the session events and the
+    snapshots of its readings, named by the worker."""
     if isinstance(session, ClaudeSession):
         tailer: TranscriptTailer | RolloutTailer = TranscriptTailer(
             session.home / ".claude" / "projects", state, watch=False, collect_events=True
         )
     else:
         tailer = RolloutTailer(session.codex_home / "sessions", state, watch=False, collect_events=True)
-    tailer.poll()
-    ids = {"project_id": f"proj-{worker}", "node_id": f"node-{worker}", "worker_id": worker}
-    return [event.model_copy(update=ids) for event in tailer.take_events()]
+    readings = tailer.poll()
+    identity = Identity(node_id=f"node-{worker}", worker_id=worker, project_id=f"proj-{worker}")
+    ids = {"project_id": identity.project_id, "node_id": identity.node_id, "worker_id": worker}
+    events = [event.model_copy(update=ids) for event in tailer.take_events()]
+    snapshots = [to_snapshot(r, identity, DEFAULT_CODEX_VERSION) for r in readings if not r.usage_stale]
+    return events, snapshots
+
+
+def events_of(session: ClaudeSession | CodexSession, state: Path, worker: str) -> list[SessionEvent]:
+    return reported(session, state, worker)[0]
 
 
 def send(memory: MemoryRuntime, events: Sequence[SessionEvent]) -> None:
@@ -93,7 +106,7 @@ def test_the_learnt_point_follows_the_real_tools_and_moves_an_unrelated_thread(b
         unrelated = played(ClaudeSession(binaries.claude, server, tmp_path / "unrelated", timeout=300), 1)
     assert isinstance(unrelated, ClaudeSession)
     assert unrelated.compactions() == []
-    its_events = events_of(unrelated, tmp_path / "unrelated.json", "worker-u")
+    its_events, its_snapshots = reported(unrelated, tmp_path / "unrelated.json", "worker-u")
     half = next(i for i, e in enumerate(its_events) if e.type == "usage_sample" and e.input_tokens >= 100_000)
     send(memory, its_events[:half])
 
@@ -138,6 +151,21 @@ def test_the_learnt_point_follows_the_real_tools_and_moves_an_unrelated_thread(b
         )
         assert state.context_budget_level is ContextBudgetLevel.CRITICAL
         assert claude.remaining_pct(used, CLAUDE_WINDOW) >= 25.0  # the formula's: urgent at most
+
+        # The snapshot its worker's reporter sends (measured by the reporter against its own point) is measured
+        # again by the engine against the fleet's, and outranks the projection's estimate.
+        report = its_snapshots[-1]
+        assert report.tool_version == PINS["@anthropic-ai/claude-code"]
+        assert report.context_tokens is not None
+        memory.produce(SNAPSHOTS, report.thread_id, report)
+        memory.drain()
+        state = memory.state("thread_engine", unrelated.session_id).state
+        assert state.source_kind is report.source_kind
+        assert state.context_budget_remaining_pct == claude.remaining_pct(
+            report.context_tokens, CLAUDE_WINDOW, point=moved.compaction_point_tokens
+        )
+        assert state.context_budget_remaining_pct < report.context_budget_remaining_pct
+        assert state.context_budget_level is ContextBudgetLevel.CRITICAL
 
         # Codex at its configured limit, far from the catalog's 90%.
         codex = played(
