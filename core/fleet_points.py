@@ -54,8 +54,9 @@ def key_of(compaction: CompactionFinished) -> str | None:
     """The point key a finished compaction teaches; None when it lacks the tool or the window."""
     if compaction.model_profile is None or compaction.context_window_tokens is None:
         return None
-    version = version_family(compaction.tool_version)
-    return point_key(compaction.model_profile, version, compaction.model or "", compaction.context_window_tokens)
+    return thread_key(
+        compaction.model_profile, compaction.tool_version, compaction.model, compaction.context_window_tokens
+    )
 
 
 @dataclass(frozen=True)
@@ -166,9 +167,14 @@ def no_points(_key: str) -> CompactionPoint | None:
     return None
 
 
+def thread_key(tool: str, version: str | None, model: str | None, window: int) -> str:
+    """The point key of a thread running `tool` at `version` on `model` with `window`."""
+    return point_key(tool, version_family(version), model or "", window)
+
+
 def learned_point(points: PointLookup, tool: str, version: str | None, model: str | None, window: int) -> int | None:
     """Where a thread of the key compacts, as the fleet learned it; None: the formula's stands."""
-    point = points(point_key(tool, version_family(version), model or "", window))
+    point = points(thread_key(tool, version, model, window))
     return None if point is None else point.compaction_point_tokens
 
 

@@ -788,7 +788,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         11,
         "the fleet's learned compaction points with their evidence; compactions and snapshots keep their tokens, window"
-        " and tool version (additive fields)",
+        " and tool version, projections their point and its key (additive fields)",
         (
             """
             CREATE TABLE IF NOT EXISTS compaction_points
@@ -826,6 +826,16 @@ MIGRATIONS: tuple[Migration, ...] = (
                 ADD COLUMN IF NOT EXISTS context_tokens Nullable(UInt32),
                 ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
                 ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
+            """,
+            """
+            ALTER TABLE thread_context_projection
+                ADD COLUMN IF NOT EXISTS compaction_point_key Nullable(String),
+                ADD COLUMN IF NOT EXISTS compaction_point_tokens Nullable(UInt32)
+            """,
+            """
+            ALTER TABLE thread_projection_history
+                ADD COLUMN IF NOT EXISTS compaction_point_key Nullable(String),
+                ADD COLUMN IF NOT EXISTS compaction_point_tokens Nullable(UInt32)
             """,
         ),
     ),

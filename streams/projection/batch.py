@@ -165,6 +165,8 @@ def thread_projection(state: ProjectionState, reading: BudgetReading) -> ThreadP
         estimate_accuracy=state.estimate_accuracy,
         latest_manifest=state.manifest,
         updated_at=reading.occurred_at,
+        compaction_point_key=reading.compaction_point_key,
+        compaction_point_tokens=reading.compaction_point_tokens,
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from core.fleet_points import PointLookup, learned_point, no_points
+from core.fleet_points import PointLookup, no_points, thread_key
 from core.levels import classify_level
 from core.profiles import ModelProfile, ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
@@ -116,7 +116,10 @@ def budget_reading(
     profile = profiles.for_model(model)
     window = thread_window(state, profile)
     version = state.sample.tool_version if state.sample else None
-    point = learned_point(points, profile.name, version, model, window) or profile.compaction_point(window)
+    key = thread_key(profile.name, version, model, window)
+    learned = points(key)
+    point = learned.compaction_point_tokens if learned else None
+    point = profile.compaction_point(window) if point is None else point
     used = state.projected_tokens
     pct = profile.remaining_pct(used, window, point=point)
     level = classify_level(pct, policy)
@@ -140,6 +143,7 @@ def budget_reading(
         surface_tokens=min(state.surface_tokens, MAX_TOKENS),
         window_tokens=window,
         compaction_point_tokens=point,
+        compaction_point_key=key,
         estimated_remaining_turns=outlook.estimated_remaining_turns,
         estimated_remaining_large_messages=outlook.estimated_remaining_large_messages,
         compaction_expected_at=outlook.compaction_expected_at,
