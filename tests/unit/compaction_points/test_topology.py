@@ -88,6 +88,8 @@ def test_one_threads_compactions_move_the_point_and_an_unrelated_threads_level_w
     assert isinstance(projection, ThreadProjection)
     # the forecast too: 1,000 tokens a turn (its two samples) left before the new point, not the formula's
     assert projection.estimated_remaining_turns == (MOVED_TO + 150 - 126_000) // 1_000
+    # and it names the key and the point its readers show beside the level (`GET /api/v1/compaction-points`)
+    assert (projection.compaction_point_key, projection.compaction_point_tokens) == (point.point_key, MOVED_TO + 150)
 
 
 def test_a_thread_of_another_key_keeps_the_formulas_point(tmp_path: Path) -> None:
@@ -99,6 +101,12 @@ def test_a_thread_of_another_key_keeps_the_formulas_point(tmp_path: Path) -> Non
     send(memory, [elsewhere.usage(125_000, 20, version="2.2.1")], 20)
     state = memory.state("thread_engine", "thread-c").state
     assert state.context_budget_remaining_pct == (CLAUDE_DEFAULT - 125_000) / CLAUDE_DEFAULT * 100
+    projection = memory.latest(THREAD_PROJECTIONS)["thread-c"]
+    assert isinstance(projection, ThreadProjection)
+    assert (projection.compaction_point_key, projection.compaction_point_tokens) == (
+        f"claude-code|2.2.x|{MODEL}|{WINDOW}",
+        CLAUDE_DEFAULT,
+    )
 
 
 def test_a_workers_snapshot_that_says_its_tokens_is_measured_against_the_fleets_point(tmp_path: Path) -> None:
