@@ -22,6 +22,7 @@ from api.routes import (
     alert_list,
     alerts,
     analytics,
+    compaction_points,
     conversations,
     events,
     fleet_writes,
@@ -107,6 +108,7 @@ def create_app(
         events,
         sql,
         analytics,
+        compaction_points,
         health,
     ):
         app.include_router(module.router)

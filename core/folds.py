@@ -19,6 +19,8 @@ from core.topics import (
     ALERT_COMMANDS_BY_THREAD,
     ALERTS,
     CLIENT_EVENTS,
+    COMPACTION_POINTS,
+    COMPACTION_SAMPLES,
     COMPACTIONS,
     CONTEXT_EVENTS,
     CONVERSATION_INDICATORS,
@@ -103,6 +105,14 @@ def chain(name: str, roles: frozenset[Role], *processors: Processor, table: str,
 POLICIES_FOLD = Fold(
     "load_policies", _roles("engine", "projection"), (POLICIES,), (DEADLETTER,), table="policies (global table)"
 )
+LEARNED_POINTS_FOLD = Fold(
+    "load_compaction_points",
+    _roles("engine", "projection"),
+    (COMPACTION_POINTS,),
+    (DEADLETTER,),
+    table="compaction points (global table)",
+)
+"""The fleet's learnt compaction points (`COMPACTION_POINTS_FOLD`) read back by every engine and projection worker."""
 ALERT_COMMANDS_FOLD = Fold(
     "route_alert_commands", _roles("engine"), (ALERT_COMMANDS,), (ALERT_COMMANDS_BY_THREAD, DEADLETTER)
 )
@@ -152,6 +162,18 @@ INDICATORS_FOLD = Fold(
     (CONVERSATION_INDICATORS, CONVERSATION_LINKS, CLIENT_EVENTS, CONVERSATIONS, DEADLETTER),
     table="indicator states",
 )
+# Where the fleet sees each tool compact (`core.fleet_points`): the finished compactions re-keyed by the point they
+# teach, learned per point (read back by `LEARNED_POINTS_FOLD`)
+ROUTE_COMPACTIONS_FOLD = Fold(
+    "route_compaction_samples", _roles("aggregates"), (COMPACTIONS,), (COMPACTION_SAMPLES, DEADLETTER)
+)
+COMPACTION_POINTS_FOLD = Fold(
+    "learn_compaction_points",
+    _roles("aggregates"),
+    (COMPACTION_SAMPLES,),
+    (COMPACTION_POINTS, CLIENT_EVENTS, DEADLETTER),
+    table="compaction points",
+)
 SINKS_FOLD = Fold(
     "clickhouse_sink",
     _roles("sinks"),
@@ -167,6 +189,7 @@ SINKS_FOLD = Fold(
         COMPACTIONS,
         THREAD_PROJECTIONS,
         MASTER_ACTIONS,
+        COMPACTION_POINTS,
         DEADLETTER,
     ),
     (),
@@ -176,11 +199,14 @@ SINKS_FOLD = Fold(
 
 FOLDS: tuple[Fold, ...] = (
     POLICIES_FOLD,
+    LEARNED_POINTS_FOLD,
     PROJECTION_FOLD,
     ALERT_COMMANDS_FOLD,
     ENGINE_FOLD,
     PROJECTS_FOLD,
     INDICATORS_FOLD,
+    ROUTE_COMPACTIONS_FOLD,
+    COMPACTION_POINTS_FOLD,
     SINKS_FOLD,
 )
 """Every fold, in the order a worker registers them (`streams.topology.wire` loops over it)."""

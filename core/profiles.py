@@ -116,16 +116,17 @@ class ModelProfile(ABC):
         learned = self.learned.observe(key, tokens_before, self.default_point(window), after_api_error)
         return self if learned is self.learned else replace(self, learned=learned)
 
-    def remaining_pct(self, used: int, window: int, model: str | None = None) -> float:
-        point = self.compaction_point(window, model)
+    def remaining_pct(self, used: int, window: int, model: str | None = None, point: int | None = None) -> float:
+        """Room left before `point` (the fleet's learned one), else before this profile's."""
+        point = self.compaction_point(window, model) if point is None else point
         span = point - self.baseline_tokens
         if span <= 0:
             return 0.0
         return _clamp_pct((point - max(used, self.baseline_tokens)) / span * 100)
 
-    def compaction_band(self, window: int) -> tuple[int, int]:
-        """Earliest and latest plausible compaction points."""
-        point = self.compaction_point(window)
+    def compaction_band(self, window: int, point: int | None = None) -> tuple[int, int]:
+        """Earliest and latest plausible compaction points around `point`, else around this profile's."""
+        point = self.compaction_point(window) if point is None else point
         jitter = round(window * self.compaction_jitter_pct / 100)
         return max(self.baseline_tokens, point - jitter), min(window, point + jitter)
 

@@ -31,11 +31,13 @@ CONVERSATION_INDICATORS = "conversation-indicators"
 COMPACTIONS = "compactions"
 SNAPSHOT_VERDICTS = "snapshot-verdicts"
 THREAD_PROJECTIONS = "thread-projections"
+COMPACTION_POINTS = "compaction-points"
 # internal
 ALERT_COMMANDS_BY_THREAD = "alert-commands-by-thread"
 THREAD_STATE_BY_PROJECT = "thread-state-by-project"
 CONVERSATION_LINKS = "conversation-links"
 CONVERSATION_THREADS = "conversation-threads"
+COMPACTION_SAMPLES = "compaction-samples"
 DEADLETTER = "deadletter"
 
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -90,9 +92,16 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(COMPACTIONS, "thread_id", False, "CompactionFinished: one finished compaction"),
     TopicSpec(SNAPSHOT_VERDICTS, "thread_id", False, "SnapshotVerdict: each snapshot read, accepted or why not"),
     TopicSpec(THREAD_PROJECTIONS, "thread_id", True, "ThreadProjection: the latest projection of each thread"),
+    TopicSpec(
+        COMPACTION_POINTS,
+        "point key",
+        True,
+        "CompactionPoint: where the fleet sees a tool (version, model, window) compact",
+    ),
     # internal: repartitions between folds keyed differently
     TopicSpec(ALERT_COMMANDS_BY_THREAD, "thread_id", False, "AlertCommand re-keyed by thread for the engine"),
     TopicSpec(THREAD_STATE_BY_PROJECT, "project_id", False, "ThreadState | ThreadLeft re-keyed by project"),
+    TopicSpec(COMPACTION_SAMPLES, "point key", False, "CompactionFinished re-keyed by the point it teaches"),
     TopicSpec(CONVERSATION_LINKS, "thread_id", False, "ConversationLink: a conversation shows a thread or stops"),
     TopicSpec(
         CONVERSATION_THREADS,

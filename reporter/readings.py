@@ -67,6 +67,11 @@ class Reading:
     """Set by a source of another tool (Claude Code, with its profile); else the Codex profile computes it."""
     shown_pct: float | None = None
     """The percent the tool itself displays, when the source knows it; else Codex's own for Codex sources."""
+    context_tokens: int | None = None
+    """The tokens the tool compares with its compaction point, set by a source that computes `budget_pct`; else the
+    Codex profile counts them from `last_usage`."""
+    tool_version: str | None = None
+    """The agent tool's version, when the source says it (the fleet learns its compaction points per release line)."""
     events_derived: bool = False
     """The source sends the thread's session events itself, its compactions included."""
 
@@ -76,6 +81,13 @@ def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
     if reading.budget_pct is not None:
         return reading.budget_pct
     return profile.remaining_pct(profile.tokens_in_context_window(reading.last_usage), reading.context_window)
+
+
+def context_tokens(reading: Reading, profile: CodexProfile) -> int:
+    """What the budget measured: the engine measures it again against the fleet's point of the snapshot's key."""
+    if reading.context_tokens is not None:
+        return reading.context_tokens
+    return profile.tokens_in_context_window(reading.last_usage)
 
 
 _CODEX_SOURCES = frozenset({SourceKind.CODEX_APP_SERVER, SourceKind.CODEX_SDK})
@@ -124,6 +136,9 @@ def to_snapshot(
         agent_tool=reading.agent_tool or ("codex" if reading.source_kind in _CODEX_SOURCES else None),
         model=reading.model,
         shown_remaining_pct=shown_pct(reading, profile),
+        context_tokens=context_tokens(reading, profile),
+        context_window_tokens=reading.context_window,
+        tool_version=reading.tool_version,
     )
 
 

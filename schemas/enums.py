@@ -106,6 +106,8 @@ class ClientEventType(StrEnum):
     THREAD_HANDOFF_READY = "thread.handoff.ready"
     THREAD_MASTER_ACTION_ISSUED = "thread.master_action.issued"
     """Not in spec 6.4: an issued master action (issue 21), for a master that listens instead of polling."""
+    COMPACTION_POINT_MOVED = "tool.compaction_point.moved"
+    """Not in spec 6.4: where the fleet sees a tool compact moved beyond its band (issue 37)."""
 
 
 class ConversationType(StrEnum):

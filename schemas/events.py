@@ -84,6 +84,12 @@ class CompactionFinished(Record):
         default=False,
         description="A wrap-up (prepare_handoff / pre_compaction_wrap_up) was requested before it started.",
     )
+    context_window_tokens: TokenCount | None = Field(
+        default=None, description="Additive: the window the thread ran with, as the projection knew it."
+    )
+    tool_version: Name | None = Field(
+        default=None, description="Additive: the agent tool's version, from the thread's latest usage sample."
+    )
 
 
 class SnapshotVerdict(Record):
@@ -144,12 +150,30 @@ class ThreadMasterActionIssued(_ClientEventBase):
     context_budget_level: ContextBudgetLevel
 
 
+class CompactionPointMoved(_ClientEventBase):
+    """Beside the four of spec 6.4: the point where the fleet sees a tool compact moved beyond its band (issue 37).
+    Sent to every project whose threads compacted on the key, since each of their budgets moves with it."""
+
+    event_type: Literal[ClientEventType.COMPACTION_POINT_MOVED] = ClientEventType.COMPACTION_POINT_MOVED
+    point_key: Name
+    agent_tool: Name
+    tool_version: ShortText = ""
+    model: ShortText = ""
+    context_window_tokens: TokenCount
+    compaction_point_tokens: TokenCount
+    previous_point_tokens: TokenCount
+    compactions: Count = Field(description="Threshold compactions behind the new point.")
+    since: Timestamp = Field(description="When the first of them completed.")
+    reason: ShortText = Field(description="The move in words, e.g. `Claude Code 2.1.x on m now compacts at 177k ...`.")
+
+
 ClientEvent = Annotated[
     ConversationContextIndicatorUpdated
     | ProjectContextRiskUpdated
     | ThreadHandoffRequired
     | ThreadHandoffReady
-    | ThreadMasterActionIssued,
+    | ThreadMasterActionIssued
+    | CompactionPointMoved,
     Field(discriminator="event_type"),
 ]
 """A record on `client-events`: one server-sent event of spec 6.4 (its `event_type` is the SSE event name)."""

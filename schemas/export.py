@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from schemas.alert import AlertCommand, ContextAlert
+from schemas.compaction_points import CompactionPoint
 from schemas.events import CLIENT_EVENT_ADAPTER, CompactionFinished, ContextEvent, DeadLetter, MasterActionRecord
 from schemas.handoff import HandoffPackage
 from schemas.master_actions import MasterActionCommand
@@ -50,6 +51,7 @@ EXPORTED: dict[str, TypeAdapter[Any]] = {
     "DeadLetter": TypeAdapter(DeadLetter),
     "CompactionFinished": TypeAdapter(CompactionFinished),
     "ThreadProjection": TypeAdapter(ThreadProjection),
+    "CompactionPoint": TypeAdapter(CompactionPoint),
 }
 
 

@@ -51,6 +51,7 @@ class UsageAnchor(Record):
     input_tokens: TokenCount
     model: Name | None = None
     context_window_tokens: TokenCount | None = None
+    tool_version: Name | None = None
 
 
 class SurfaceEntry(Record):
@@ -208,6 +209,9 @@ class BudgetReading(Record):
     surface_tokens: TokenCount
     window_tokens: TokenCount
     compaction_point_tokens: TokenCount
+    compaction_point_key: Name | None = Field(
+        default=None, description="The thread's key of the fleet's compaction points (`core.fleet_points`)."
+    )
     estimated_remaining_turns: Count | None = None
     estimated_remaining_large_messages: Count | None = None
     compaction_expected_at: Timestamp | None = None
@@ -244,6 +248,14 @@ class ThreadProjection(Record):
     estimate_accuracy: EstimateAccuracy = Field(default_factory=EstimateAccuracy)
     latest_manifest: ContextManifest | None = None
     updated_at: Timestamp
+    compaction_point_key: Name | None = Field(
+        default=None,
+        description="Additive: the thread's key of the fleet's compaction points, `tool|version family|model|window` "
+        "(`GET /api/v1/compaction-points` shows the point learnt for it, with its evidence).",
+    )
+    compaction_point_tokens: TokenCount | None = Field(
+        default=None, description="Additive: the point the budget was measured against (the fleet's, else a formula)."
+    )
 
 
 def restore_state(stored: bytes | str) -> ProjectionState | None:

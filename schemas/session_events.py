@@ -63,6 +63,9 @@ class UsageSample(SessionEventBase):
     reasoning_output_tokens: TokenCount = 0
     model: Name | None = None
     context_window_tokens: TokenCount | None = Field(default=None, description="The model's window, when reported.")
+    tool_version: Name | None = Field(
+        default=None, description="Additive: the agent tool's version (Claude Code's `version`, Codex's `cli_version`)."
+    )
 
 
 class MessageAdded(_TextOrTokens):

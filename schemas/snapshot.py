@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from schemas.base import Count, Flag, Id, Name, Percent, Record, Seconds, ShortText, Timestamp, Version
+from schemas.base import Count, Flag, Id, Name, Percent, Record, Seconds, ShortText, Timestamp, TokenCount, Version
 from schemas.enums import ContextBudgetLevel, MasterAction, SourceKind
 from schemas.master_actions import MasterActionItem
 
@@ -39,6 +39,12 @@ class WorkerReportRequest(Record):
         default=None,
         description="Additive: the percent left that the agent tool itself displays (its own formula, not the budget).",
     )
+    context_tokens: TokenCount | None = Field(
+        default=None,
+        description="Additive: the tokens the agent tool compares with its compaction point (its last request's).",
+    )
+    context_window_tokens: TokenCount | None = Field(default=None, description="Additive: the window it runs with.")
+    tool_version: Name | None = Field(default=None, description="Additive: the agent tool's version.")
 
     @model_validator(mode="after")
     def _compaction_facts_agree(self) -> WorkerReportRequest:

@@ -787,6 +787,60 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        11,
+        "the fleet's learned compaction points with their evidence; compactions and snapshots keep their tokens, window"
+        " and tool version, projections their point and its key (additive fields)",
+        (
+            """
+            CREATE TABLE IF NOT EXISTS compaction_points
+            (
+                point_key String,
+                agent_tool LowCardinality(String),
+                tool_version LowCardinality(String),
+                model LowCardinality(String),
+                context_window_tokens UInt32,
+                default_point_tokens UInt32,
+                compaction_point_tokens Nullable(UInt32),
+                band_low_tokens Nullable(UInt32),
+                band_high_tokens Nullable(UInt32),
+                sample_tokens Array(UInt32),
+                compactions UInt32,
+                since Nullable(DateTime64(3, 'UTC')),
+                previous_point_tokens Nullable(UInt32),
+                moved_at Nullable(DateTime64(3, 'UTC')),
+                moves UInt32,
+                project_ids Array(String),
+                updated_at DateTime64(3, 'UTC'),
+                version UInt64
+            )
+            ENGINE = ReplacingMergeTree(version)
+            ORDER BY point_key
+            SETTINGS non_replicated_deduplication_window = 1000
+            """,
+            """
+            ALTER TABLE compaction_events
+                ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
+                ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
+            """,
+            """
+            ALTER TABLE thread_context_snapshots
+                ADD COLUMN IF NOT EXISTS context_tokens Nullable(UInt32),
+                ADD COLUMN IF NOT EXISTS context_window_tokens Nullable(UInt32),
+                ADD COLUMN IF NOT EXISTS tool_version Nullable(String)
+            """,
+            """
+            ALTER TABLE thread_context_projection
+                ADD COLUMN IF NOT EXISTS compaction_point_key Nullable(String),
+                ADD COLUMN IF NOT EXISTS compaction_point_tokens Nullable(UInt32)
+            """,
+            """
+            ALTER TABLE thread_projection_history
+                ADD COLUMN IF NOT EXISTS compaction_point_key Nullable(String),
+                ADD COLUMN IF NOT EXISTS compaction_point_tokens Nullable(UInt32)
+            """,
+        ),
+    ),
 )
 
 HISTORY_TIME_COLUMNS: dict[str, str] = {

@@ -32,6 +32,7 @@ from schemas import (
     ThreadState,
     ThresholdPolicy,
 )
+from schemas.compaction_points import CompactionPoint
 from schemas.events import CompactionFinished
 from schemas.projection import ThreadProjection
 from sinks.rows import TableSpec, as_json, columns, optional, stored
@@ -124,6 +125,18 @@ PROJECT_CONTEXT_RISK = TableSpec(
 THRESHOLD_POLICIES = TableSpec(
     "thread_context_threshold_policies", stored(ThresholdPolicy, key="project_id", skip=(ENVELOPE,)), versioned=True
 )
+
+COMPACTION_POINTS = TableSpec(
+    "compaction_points",
+    stored(
+        CompactionPoint,
+        key="point_key",
+        skip=(ENVELOPE, "samples"),  # the evidence's tokens are its column; the samples' ids stay on the topic
+        sample_tokens=lambda p: [s.tokens_before for s in p.samples],
+    ),
+    versioned=True,
+)
+"""The fleet's learned compaction point per (tool, version family, model, window), with its evidence."""
 
 # -- history: MergeTree by month -----------------------------------------------------------------------------------
 
@@ -223,6 +236,7 @@ TABLES: tuple[TableSpec, ...] = (
     CONVERSATION_INDICATORS,
     PROJECT_CONTEXT_RISK,
     THRESHOLD_POLICIES,
+    COMPACTION_POINTS,
     THREAD_CONTEXT_SNAPSHOTS,
     THREAD_CONTEXT_SNAPSHOT_INPUTS,
     CONTEXT_EVENTS,
@@ -287,6 +301,7 @@ ROUTES: Mapping[str, Route] = {
             (Target(THREAD_CONTEXT_PROJECTION), Target(THREAD_PROJECTION_HISTORY)),
         ),
         Route("master-actions", Codec(MasterActionRecord), (Target(MASTER_ACTIONS),)),
+        Route("compaction-points", Codec(CompactionPoint), (Target(COMPACTION_POINTS),)),
         Route("deadletter", Codec(DeadLetter), (Target(DEADLETTER),)),
     )
 }

@@ -23,7 +23,15 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from schemas import AlertStatus, AlertType, ContextAlert, ContextBudgetLevel, DeadLetter, PackageStatus
+from schemas import (
+    AlertStatus,
+    AlertType,
+    CompactionPointMoved,
+    ContextAlert,
+    ContextBudgetLevel,
+    DeadLetter,
+    PackageStatus,
+)
 from schemas.state import ThreadState
 from sinks.batcher import Flush
 from sinks.writer import Backoff
@@ -80,6 +88,11 @@ THREADS = Gauge("ctxbudget_threads", "Threads owned by this worker, by the engin
 STALE_THREADS = Gauge("ctxbudget_threads_stale", "Threads owned by this worker whose report is overdue.")
 OPEN_ALERTS = Gauge("ctxbudget_open_alerts", "Alerts not resolved (open or acked), by type.", ["alert_type"])
 HANDOFF_PACKAGES = Gauge("ctxbudget_handoff_packages", "Threads' current handoff packages, by status.", ["status"])
+COMPACTION_POINT_MOVES = Counter(
+    "ctxbudget_compaction_point_moves",
+    "Moves of a learned compaction point told to a project (one per project concerned), by tool: a vendor moved it.",
+    ["agent_tool"],
+)
 
 # -- sinks (streams/clickhouse_writer.py) ------------------------------------------------------------------------------
 SINK_BATCH_ROWS = Histogram("ctxbudget_sink_batch_rows", "Rows per ClickHouse insert.", ["table"], buckets=ROW_BUCKETS)
@@ -140,7 +153,8 @@ def observe_outcomes(outcomes: Mapping[str, int]) -> None:
 
 
 def observe_sent(emits: Iterable[Emit]) -> None:
-    """Count dead letters by reason and log them and alert transitions (ids and reasons only, never a body)."""
+    """Count dead letters by reason and log them, alert transitions (ids and reasons only, never a body) and moves of
+    a learned compaction point (the operators' alert: `ctxbudget_compaction_point_moves`)."""
     for emit in emits:
         match emit.record:
             case DeadLetter() as letter if emit.topic == DEADLETTER:
@@ -154,6 +168,9 @@ def observe_sent(emits: Iterable[Emit]) -> None:
                         "offset": letter.offset,
                     },
                 )
+            case CompactionPointMoved() as moved:
+                COMPACTION_POINT_MOVES.labels(moved.agent_tool).inc()
+                log.warning(moved.reason, extra={"project_id": moved.project_id, "point_key": moved.point_key})
             case ContextAlert() as alert:
                 log.info(
                     "alert %s",

@@ -22,18 +22,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from clickhouse_connect.driver.client import Client
 
 from core.engine_config import EngineConfig
+from core.fleet_points import PointLookup
 from core.folds import (
     ALERT_COMMANDS_FOLD,
+    COMPACTION_POINTS_FOLD,
     ENGINE_FOLD,
     FOLDS,
     INDICATORS_FOLD,
+    LEARNED_POINTS_FOLD,
     POLICIES_FOLD,
     PROJECTION_FOLD,
     PROJECTS_FOLD,
+    ROUTE_COMPACTIONS_FOLD,
     SINKS_FOLD,
     Fold,
 )
@@ -52,6 +57,7 @@ from streams.aggregates.batch import (
 )
 from streams.aggregates.config import ProjectsConfig
 from streams.clickhouse_writer import ClickHouseWriter
+from streams.compaction_points.batch import POINT_CODEC, points_batch, route_compactions
 from streams.engine.alert_commands import route_alert_commands
 from streams.engine.batch import SLOT_CODEC
 from streams.engine.fold import next_deadline
@@ -63,6 +69,7 @@ from streams.runtime.memory import MemoryRuntime
 from streams.runtime.protocol import FoldRuntime
 
 POLICY_CODEC = Codec(ThresholdPolicy)
+_Table = TypeVar("_Table")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -101,12 +108,16 @@ class Wiring:
     clickhouse: Client | None
     policies: Callable[[str], ThresholdPolicy | None] | None = None
     """The policies' table, once its fold is wired (it comes first in every role that reads it)."""
+    points: PointLookup | None = None
+    """The fleet's learnt compaction points, once their fold is wired (before every fold that reads them)."""
 
     @property
     def lookup_policy(self) -> Callable[[str], ThresholdPolicy | None]:
-        if self.policies is None:
-            raise RuntimeError(f"{POLICIES_FOLD.name} is wired after a fold that reads it (core/folds.py FOLDS)")
-        return self.policies
+        return _wired(self.policies, POLICIES_FOLD)
+
+    @property
+    def lookup_point(self) -> PointLookup:
+        return _wired(self.points, LEARNED_POINTS_FOLD)
 
     @property
     def prefix(self) -> str:
@@ -117,13 +128,24 @@ class Wiring:
         return ProjectsConfig(retire_after=timedelta(seconds=self.settings.project_retire_seconds))
 
 
+def _wired(table: _Table | None, fold: Fold) -> _Table:
+    if table is None:
+        raise RuntimeError(f"{fold.name} is wired after a fold that reads it (core/folds.py FOLDS)")
+    return table
+
+
 def _policies(fold: Fold, w: Wiring) -> None:
     w.policies = w.runtime.global_table(fold, POLICY_CODEC.decode, key_of=lambda policy: policy.project_id)
 
 
+def _learned_points(fold: Fold, w: Wiring) -> None:
+    w.points = w.runtime.global_table(fold, POINT_CODEC.decode, key_of=lambda point: point.point_key)
+
+
 def _projection(fold: Fold, w: Wiring) -> None:
     """Session events -> projected tokens -> estimator snapshots (back into `snapshots`)."""
-    projection, prefix = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), w.lookup_policy), w.prefix
+    projection = Projection(TokenEstimator(), ProfileSet(), ProjectionConfig(), w.lookup_policy, w.lookup_point)
+    prefix = w.prefix
     metrics.watch_estimator(projection.estimator.stats)
     w.runtime.keyed_fold(
         fold,
@@ -141,10 +163,13 @@ def _alert_commands(fold: Fold, w: Wiring) -> None:
 def _engine(fold: Fold, w: Wiring) -> None:
     """The thread budget engine, its thread states routed in the same fold (`streams.engine.routing`)."""
     config, projects, prefix, lookup_policy = engine_config(w.settings), w.projects, w.prefix, w.lookup_policy
+    lookup_point = w.lookup_point
     w.runtime.keyed_fold(
         fold,
         SLOT_CODEC.decode,
-        batch=lambda messages, load, now: fused_batch(messages, load, lookup_policy, now, config, projects, prefix),
+        batch=lambda messages, load, now: fused_batch(
+            messages, load, lookup_policy, now, config, projects, prefix, lookup_point
+        ),
         tick=lambda slots, now: fused_tick(slots, now, config, projects),
         wake=lambda slot, after: next_deadline(slot, after, config),
         census=lambda slots: metrics.publish_census(metrics.count_threads(s.state for s in slots if s.state)),
@@ -170,6 +195,22 @@ def _indicators(fold: Fold, w: Wiring) -> None:
     )
 
 
+def _route_compactions(fold: Fold, w: Wiring) -> None:
+    """Finished compactions re-keyed by the point they teach (`core.fleet_points`)."""
+    prefix = w.prefix
+    w.runtime.stateless_fold(fold, batch=lambda messages, now: route_compactions(messages, now, prefix))
+
+
+def _compaction_points(fold: Fold, w: Wiring) -> None:
+    """The fleet's compaction point per key, learnt from those compactions; a move told to the projects concerned."""
+    profiles, prefix = ProfileSet(), w.prefix
+    w.runtime.keyed_fold(
+        fold,
+        POINT_CODEC.decode,
+        batch=lambda messages, load, now: points_batch(messages, load, now, profiles, prefix),
+    )
+
+
 def _sinks(fold: Fold, w: Wiring) -> None:
     """Every routed topic into ClickHouse, batched per partition, effectively once."""
     settings = w.settings
@@ -181,11 +222,14 @@ def _sinks(fold: Fold, w: Wiring) -> None:
 
 WIRINGS: dict[str, Callable[[Fold, Wiring], None]] = {
     POLICIES_FOLD.name: _policies,
+    LEARNED_POINTS_FOLD.name: _learned_points,
     PROJECTION_FOLD.name: _projection,
     ALERT_COMMANDS_FOLD.name: _alert_commands,
     ENGINE_FOLD.name: _engine,
     PROJECTS_FOLD.name: _projects,
     INDICATORS_FOLD.name: _indicators,
+    ROUTE_COMPACTIONS_FOLD.name: _route_compactions,
+    COMPACTION_POINTS_FOLD.name: _compaction_points,
     SINKS_FOLD.name: _sinks,
 }
 """Each declared fold (`core.folds.FOLDS`, by name) to the pure functions it runs."""

@@ -44,6 +44,8 @@ class StatusInput:
     """Prompt tokens (input + cache creation + cache read) from `current_usage`; None when Claude Code sent none."""
     output_tokens: int = 0
     """The reply's output from `current_usage`: Claude Code compares prompt + output with its compaction point."""
+    version: str | None = None
+    """Claude Code's own version."""
 
 
 def _tokens(usage: Any, names: tuple[str, ...]) -> int | None:
@@ -69,6 +71,7 @@ def parse_status_input(raw: str) -> StatusInput:
     context = data.get("context_window") if isinstance(data.get("context_window"), dict) else {}
     window = context.get("context_window_size")
     used_pct = context.get("used_percentage")
+    version = data.get("version")
     return StatusInput(
         session_id=data["session_id"],
         model=model_id if isinstance(model_id, str) and model_id else None,
@@ -77,6 +80,7 @@ def parse_status_input(raw: str) -> StatusInput:
         used_percentage=float(used_pct) if isinstance(used_pct, int | float) else None,
         used_tokens=_tokens(usage := context.get("current_usage"), PROMPT_TOKENS),
         output_tokens=_tokens(usage, ("output_tokens",)) or 0,
+        version=version if isinstance(version, str) and version else None,
     )
 
 
@@ -99,6 +103,8 @@ def status_reading(status: StatusInput, profile: ClaudeCodeProfile, now: datetim
         model=status.model,
         budget_pct=profile.remaining_pct(occupancy, window, status.model),
         shown_pct=profile.shown_pct(used, window) if status.used_percentage is None else 100 - status.used_percentage,
+        context_tokens=occupancy,
+        tool_version=status.version,
     )
 
 

@@ -87,6 +87,8 @@ class TranscriptState(FileState):
 
     session_id: str | None = None
     model: str | None = None
+    tool_version: str | None = None
+    """Claude Code's `version`, which every record carries."""
     used_tokens: int | None = None
     """Prompt tokens of the last reply (input + cache creation + cache read): None while nothing was measured, or
     since a compaction until the next reply."""
@@ -135,6 +137,8 @@ class TranscriptState(FileState):
             model=self.model,
             budget_pct=profile.remaining_pct(occupancy, window, self.model),
             shown_pct=profile.shown_pct(self.used_tokens, window),
+            context_tokens=occupancy,
+            tool_version=self.tool_version,
         )
 
 
@@ -172,11 +176,13 @@ def parse_transcript_line(
             return JsonlLineResult(state)
         kind = record.get("type")
         facts: dict[str, Any] = {}
-        session, cwd = record.get("sessionId"), record.get("cwd")
+        session, cwd, version = record.get("sessionId"), record.get("cwd"), record.get("version")
         if isinstance(session, str) and session and session != state.session_id:
             facts["session_id"] = session
         if isinstance(cwd, str) and cwd != state.cwd:
             facts["cwd"] = cwd
+        if isinstance(version, str) and version and version != state.tool_version:
+            facts["tool_version"] = version
         if kind == "system" and record.get("subtype") == "compact_boundary":
             at = _timestamp(record)
             meta = record.get("compactMetadata") or {}
@@ -265,6 +271,7 @@ def _assistant(
         output_tokens=state.output_tokens,
         model=state.model,
         context_window_tokens=profile.window(state.model),
+        tool_version=state.tool_version,
     )
     events = tuple(assistant_events(record, _thread(state), at, sample))
     commands = tuple(shell_commands(record))

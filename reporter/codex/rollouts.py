@@ -80,6 +80,8 @@ class RolloutFileState(FileState):
     usage_stale: bool = False
     """A compaction came after the last token_count: the usage is from before it."""
     model: str | None = None
+    tool_version: str | None = None
+    """Codex's `cli_version` (`session_meta`)."""
     last_usage_digest: str | None = None
     """Of the last usage record read: an exact repeat changes nothing."""
     compaction_echo: str | None = None
@@ -103,6 +105,7 @@ class RolloutFileState(FileState):
             last_compaction_at=self.last_compaction_at,
             usage_stale=self.usage_stale,
             model=self.model,
+            tool_version=self.tool_version,
         )
 
 
@@ -139,6 +142,8 @@ def parse_rollout_line(state: RolloutFileState, line: bytes, end_offset: int, sk
             raise ValueError("timestamp without an offset")
         if kind == "session_meta":
             update: dict[str, Any] = {"thread_id": str(payload["id"])}
+            if isinstance(version := payload.get("cli_version"), str) and version:
+                update["tool_version"] = version
             return JsonlLineResult(
                 replaced(state, update | _stated_window(state, kind, payload) | _cwd(state, kind, payload))
             )
@@ -221,6 +226,7 @@ def _usage(
         reasoning_output_tokens=last.reasoning_output_tokens,
         model=state.model,
         context_window_tokens=state.window,
+        tool_version=state.tool_version,
     )
     return JsonlLineResult(state, reading, events=(sample,), at=at)
 

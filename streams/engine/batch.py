@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from core.engine_config import EngineConfig
+from core.fleet_points import PointLookup, measured, no_points
 from core.levels import policy_for
 from core.precedence import Verdict
 from core.topics import (
@@ -128,9 +129,12 @@ def process_batch(
     config: EngineConfig,
     prefix: str,
     on_record: Callable[[str, object], None] | None = None,
+    points: PointLookup = no_points,
 ) -> BatchResult[ThreadSlot]:
     """`on_record(thread_id, record)` sees each decoded record keyed by its thread, in batch order, before admission:
-    the routing fused into this fold (`streams.engine.routing`) relays consumed packages without decoding them again."""
+    the routing fused into this fold (`streams.engine.routing`) relays consumed packages without decoding them again.
+    A snapshot that says its tokens is measured against the fleet's compaction point of its key (`points`); its
+    verdict keeps it as the worker sent it."""
     result = BatchResult[ThreadSlot]()
     slots: dict[str, ThreadSlot | None] = {}
     for message in messages:
@@ -158,7 +162,8 @@ def process_batch(
             continue
         policy = policy_for(_project_of(record, slot) or DEFAULT_POLICY_PROJECT_ID, lookup_policy)
         try:
-            step = _fold(slot, record, policy, cause_time(message, slot, now), config)
+            folded = measured(record, points) if isinstance(record, ThreadContextSnapshot) else record
+            step = _fold(slot, folded, policy, cause_time(message, slot, now), config)
         except Exception as error:  # a fold's own fault: the record is kept, see fold_failure
             fold_failure(message, error, result, now, prefix)
             continue

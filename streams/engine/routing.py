@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from core.engine_config import EngineConfig
+from core.fleet_points import PointLookup, no_points
 from core.folds import ENGINE_FOLD, ROUTING
 from core.topics import CONVERSATION_LINKS, TASK_IMPORTANCE
 from schemas import Codec, DecodeError, HandoffPackage, ThreadState, ThresholdPolicy
@@ -42,6 +43,7 @@ def fused_batch(
     engine: EngineConfig,
     projects: ProjectsConfig,
     prefix: str,
+    points: PointLookup = no_points,
 ) -> BatchResult[ThreadSlot]:
     inputs: list[tuple[str, routes.RoutingInput]] = []
     dead: list[Emit] = []
@@ -62,7 +64,7 @@ def fused_batch(
         if isinstance(record, HandoffPackage):
             inputs.append((thread_id, record))
 
-    result = process_batch(engine_messages(), load, lookup_policy, now, engine, prefix, on_record)
+    result = process_batch(engine_messages(), load, lookup_policy, now, engine, prefix, on_record, points)
     result.emits += dead
     return _routed(result, inputs, load, projects)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core import handoff
+from core.fleet_points import PointLookup, no_points
 from core.ids import derived_id
 from core.levels import policy_for
 from core.profiles import ProfileSet
@@ -40,7 +41,7 @@ from streams.batching import BatchResult, Change, Emit, InputMessage, fold_recor
 from streams.engine.batch import ENGINE_EVENTS, EVENT_CODEC
 from streams.projection.config import ProjectionConfig
 from streams.projection.estimator import TokenEstimator
-from streams.projection.fold import fold
+from streams.projection.fold import fold, thread_window
 
 DECODERS = {SESSION_EVENTS: EVENT_CODEC, THREAD_STATE: Codec(ThreadState)}
 
@@ -53,6 +54,8 @@ class Projection:
     profiles: ProfileSet
     config: ProjectionConfig
     lookup_policy: Callable[[str], ThresholdPolicy | None]
+    lookup_point: PointLookup = no_points
+    """The fleet's learned compaction points (the `compaction-points` global table)."""
 
 
 def projection_batch(
@@ -86,7 +89,9 @@ def apply(
         return Change(None, dead_letter=None if isinstance(record, ENGINE_EVENTS) else ("worker_mismatch", detail))
     project = record.project_id or (state.project_id if state else None)
     policy = policy_for(project or DEFAULT_POLICY_PROJECT_ID, projection.lookup_policy)
-    step = fold(state, record, projection.estimator, projection.profiles, projection.config, policy)
+    step = fold(
+        state, record, projection.estimator, projection.profiles, projection.config, policy, projection.lookup_point
+    )
     if step.state is None:
         return Change(None)
     changed = _identified(step.state, record)
@@ -160,6 +165,8 @@ def thread_projection(state: ProjectionState, reading: BudgetReading) -> ThreadP
         estimate_accuracy=state.estimate_accuracy,
         latest_manifest=state.manifest,
         updated_at=reading.occurred_at,
+        compaction_point_key=reading.compaction_point_key,
+        compaction_point_tokens=reading.compaction_point_tokens,
     )
 
 
@@ -216,13 +223,14 @@ def _finished(state: ProjectionState, completed: CompactionCompleted, profiles: 
     assert state.project_id is not None
     record = state.compactions[-1] if state.compactions else None
     model = state.sample.model if state.sample else None
+    profile = profiles.for_model(model)
     return CompactionFinished(
         event_id=completed.event_id,
         thread_id=state.thread_id,
         project_id=state.project_id,
         trigger_mode=completed.trigger_mode,
         model=model,
-        model_profile=profiles.for_model(model).name,
+        model_profile=profile.name,
         started_at=record.started_at if record else None,
         completed_at=completed.occurred_at,
         tokens_before=completed.tokens_before,
@@ -230,4 +238,6 @@ def _finished(state: ProjectionState, completed: CompactionCompleted, profiles: 
         summary_token_count=record.summary_tokens if record else None,
         handoff_ready=state.handoff_ready_at_compaction,
         wrap_up_requested=state.wrap_up_requested_at_compaction,
+        context_window_tokens=thread_window(state, profile),
+        tool_version=state.sample.tool_version if state.sample else None,
     )

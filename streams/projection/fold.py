@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from core.fleet_points import PointLookup, no_points, thread_key
 from core.levels import classify_level
-from core.profiles import ProfileSet, window_tokens
+from core.profiles import ModelProfile, ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
 from schemas.base import MAX_TOKENS
 from schemas.projection import (
@@ -75,6 +76,7 @@ def fold(
     profiles: ProfileSet,
     config: ProjectionConfig,
     policy: ThresholdPolicy = DEFAULT_POLICY,
+    points: PointLookup = no_points,
 ) -> ProjectionStep:
     if state is not None and event.event_id in state.recent_event_ids:
         return UNCHANGED
@@ -90,7 +92,7 @@ def fold(
             "updated_at": max(changed.updated_at, event.occurred_at),
         }
     )
-    reading = budget_reading(changed, event, profiles, config, policy, compacted)
+    reading = budget_reading(changed, event, profiles, config, policy, compacted, points)
     if reading is not None:
         mark = ReadingMark(pct=reading.context_budget_remaining_pct, level=reading.context_budget_level)
         changed = changed.model_copy(update={"last_reading": mark, "readings_emitted": reading.sequence})
@@ -104,24 +106,27 @@ def budget_reading(
     config: ProjectionConfig,
     policy: ThresholdPolicy = DEFAULT_POLICY,
     compacted: bool = False,
+    points: PointLookup = no_points,
 ) -> BudgetReading | None:
-    """The reading for the state, unless it is within the step of the last one at the same level."""
+    """The reading for the state, unless it is within the step of the last one at the same level. The budget is
+    measured against the fleet's learned point of the thread's key where there is one, else the profile's."""
     if state.sample is None and not state.surface and state.manifest is None:
         return None  # nothing measured yet: an empty thread is not a full budget
-    profile = profiles.for_model(state.sample.model if state.sample else None)
-    window = window_tokens(
-        profile,
-        state.manifest.estimated_window_tokens if state.manifest else None,
-        state.sample.context_window_tokens if state.sample else None,
-    )
+    model = state.sample.model if state.sample else None
+    profile = profiles.for_model(model)
+    window = thread_window(state, profile)
+    version = state.sample.tool_version if state.sample else None
+    key = thread_key(profile.name, version, model, window)
+    learned = points(key)
+    point = learned.compaction_point_tokens if learned else None
+    point = profile.compaction_point(window) if point is None else point
     used = state.projected_tokens
-    pct = profile.remaining_pct(used, window)
+    pct = profile.remaining_pct(used, window, point=point)
     level = classify_level(pct, policy)
     last = state.last_reading
     if not compacted and last is not None and level is last.level and abs(pct - last.pct) < config.reading_step_pct:
         return None
-    point = profile.compaction_point(window)
-    early, late = profile.compaction_band(window)
+    early, late = profile.compaction_band(window, point)
     outlook = forecast(state.growth, used, (early, point, late), state.updated_at, config.forecast)
     return BudgetReading(
         thread_id=state.thread_id,
@@ -138,6 +143,7 @@ def budget_reading(
         surface_tokens=min(state.surface_tokens, MAX_TOKENS),
         window_tokens=window,
         compaction_point_tokens=point,
+        compaction_point_key=key,
         estimated_remaining_turns=outlook.estimated_remaining_turns,
         estimated_remaining_large_messages=outlook.estimated_remaining_large_messages,
         compaction_expected_at=outlook.compaction_expected_at,
@@ -147,6 +153,15 @@ def budget_reading(
         compaction_count=state.compaction_count,
         compacted=compacted,
         heuristic=state.heuristic,
+    )
+
+
+def thread_window(state: ProjectionState, profile: ModelProfile) -> int:
+    """The window the thread runs with: its latest manifest's, else its sample's, else the profile's."""
+    return window_tokens(
+        profile,
+        state.manifest.estimated_window_tokens if state.manifest else None,
+        state.sample.context_window_tokens if state.sample else None,
     )
 
 
@@ -210,6 +225,7 @@ def _apply_usage(
         input_tokens=event.input_tokens,
         model=event.model or (state.sample.model if state.sample else None),
         context_window_tokens=event.context_window_tokens,
+        tool_version=event.tool_version or (state.sample.tool_version if state.sample else None),
     )
     update: dict[str, object] = {
         "sample": sample,

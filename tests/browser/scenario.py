@@ -23,14 +23,16 @@ from schemas import (
     ThreadState,
 )
 from schemas.codec import encode_record
+from schemas.compaction_points import CompactionPoint
 from schemas.events import CompactionFinished, SnapshotVerdict
+from schemas.projection import ThreadProjection
 from sinks.migrations import migrate
 from sinks.rows import TableSpec, columns
 from sinks.tables import THREAD_CONTEXT_LATEST
 from sinks.writer import write_batch
 from tests.integration.test_api import VERSIONS, store
 from tests.unit.engine.builders import snapshot
-from tests.unit.sinks.records import compaction, engine_outputs
+from tests.unit.sinks.records import compaction, compaction_point, engine_outputs, projection
 
 T0 = datetime(2026, 3, 25, 8, 0, tzinfo=UTC)
 WINDOW_TOKENS = 258_400
@@ -134,6 +136,21 @@ def forecast_row(state: ThreadState, last: CompactionFinished) -> tuple[TableSpe
     return spec, spec.row(forecast, next(VERSIONS))
 
 
+def measured_on(thread: str, project: str, last: CompactionFinished, point: CompactionPoint) -> ThreadProjection:
+    """The thread's projection, with the figures of its latest row (`forecast_row`), measured on the fleet's point."""
+    return projection(thread, project).model_copy(
+        update={
+            "context_window_tokens": WINDOW_TOKENS,
+            "compaction_expected_earliest_at": minute(9),
+            "compaction_expected_latest_at": minute(16),
+            "last_compaction_trigger_mode": last.trigger_mode,
+            "latest_manifest": manifest(thread),
+            "compaction_point_key": point.point_key,
+            "compaction_point_tokens": point.compaction_point_tokens,
+        }
+    )
+
+
 SHOWN_PCT = 31.4
 """What Codex itself showed for the critical thread in its latest report, beside the ring's 20%."""
 
@@ -176,6 +193,9 @@ def build_world(client: Any) -> World:
     write_batch(client, spec, [row], f"browser-forecast-{tag}")
     store(client, tag, "compactions", [last])
     store(client, tag, "snapshot-verdicts", [tool_report(threads[0], project)])
+    point = compaction_point("gpt-5.3-codex", project)  # where the fleet saw the thread's Codex compact
+    store(client, tag, "compaction-points", [point])
+    store(client, tag, "thread-projections", [measured_on(threads[0], project, last, point)])
     store(client, tag, "project-risk", [project_view(project, threads)])
 
     conversations = [  # in the list's order: pinned first, then the latest reply first

@@ -28,7 +28,7 @@ from tests.browser.scenario import (
     risk_changed,
 )
 from tests.integration.test_api import produce, store
-from tests.unit.sinks.records import compaction
+from tests.unit.sinks.records import compaction, compaction_point
 
 pytestmark = [pytest.mark.browser, pytest.mark.kafka, pytest.mark.clickhouse]
 
@@ -193,6 +193,12 @@ async def test_the_thread_page_shows_budget_forecast_compaction_checklist_handof
     await expect(shows).to_contain_text("Codex shows 31% left (gpt-5.3-codex); room before compaction: 20%.")
     await expect(shows.get_by_test_id("shown-why")).to_contain_text("before Codex compacts the thread automatically")
     await expect(page.locator(".budget .level")).to_have_text("critical")
+    # where Codex compacts this thread, as the fleet learnt it
+    compacts = page.get_by_test_id("compacts-at")
+    await expect(compacts).to_contain_text("Auto-compacts at 231k, learnt from 3 compactions since ")
+    await expect(compacts).to_contain_text("; was 245k until ")
+    point = compaction_point("gpt-5.3-codex", world.project)
+    assert await times(compacts) == [point.since, point.moved_at]
     expected = page.get_by_test_id("expected")
     await expect(expected).to_contain_text("between")
     assert await times(expected) == [minute(12), minute(9), minute(16)]

@@ -39,6 +39,7 @@ OUTPUT_TOPICS = (
     "project-risk",
     "conversation-indicators",
     "snapshot-verdicts",
+    "compaction-points",
 )
 
 

@@ -472,8 +472,9 @@ def test_no_generated_request_makes_the_api_fail(
                 assert response.status_code < 500, (case.method, case.formatted_path, response.text)
 
             no_server_error()
-    # issue 21's thirteen, session events, the worker move, issue 37's two analytics reads and the relay schedule
-    assert len(operations) == 26
+    # issue 21's thirteen, session events, the worker move, issue 37's two analytics reads, the relay schedule and
+    # the compaction points
+    assert len(operations) == 27
 
 
 @pytest.mark.parametrize("pct", [59.999999, 39.9999, 24.99999])

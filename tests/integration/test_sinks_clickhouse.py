@@ -37,6 +37,7 @@ from streams.topology import wire
 from tests.unit.engine.builders import at, snapshot
 from tests.unit.sinks.records import (
     compaction,
+    compaction_point,
     conversation,
     dead_letter,
     engine_outputs,
@@ -66,6 +67,7 @@ def scenario() -> tuple[str, dict[str, list[Record]]]:
     records["policies"] = [policy(project)]
     records["compactions"] = [compaction(thread, project)]
     records["thread-projections"] = [projection(thread, project)]
+    records["compaction-points"] = [compaction_point(f"gpt-5-codex-{tag}", project)]
     records["deadletter"] = [dead_letter(f"ctx.snapshots-{tag}")]
     records["snapshot-verdicts"] = engine_verdicts(thread, project)
     return tag, records

@@ -27,7 +27,14 @@ def test_snapshot_schema_pins_the_spec_enums_and_required_fields() -> None:
     assert defs["SourceKind"]["enum"] == ["codex_app_server", "codex_sdk", "worker_estimator"]
     assert defs["ContextBudgetLevel"]["enum"] == ["safe", "watch", "urgent", "critical"]
     assert schema["additionalProperties"] is False
-    additive = {"agent_tool", "model", "shown_remaining_pct"}  # beside the spec's fields, never in place of one
+    additive = {  # beside the spec's fields, never in place of one
+        "agent_tool",
+        "model",
+        "shown_remaining_pct",
+        "context_tokens",
+        "context_window_tokens",
+        "tool_version",
+    }
     assert set(schema["properties"]) == set(SNAPSHOT) | {"schema_version"} | additive
     assert not additive & set(schema["required"])
     assert {"thread_id", "snapshot_id", "snapshot_version", "captured_at"} <= set(schema["required"])
@@ -53,4 +60,5 @@ def test_client_event_schema_names_the_spec_sse_events() -> None:
         "thread.handoff.required",
         "thread.handoff.ready",
         "thread.master_action.issued",  # issue 21, beside the spec's four
+        "tool.compaction_point.moved",  # issue 37
     }

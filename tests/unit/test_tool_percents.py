@@ -51,6 +51,14 @@ def test_claude_code_shows_room_in_the_window_for_the_prompt_not_room_to_its_com
     occupancy = sum(last["current_usage"][name] for name in (*PROMPT, "output_tokens"))
     assert last["remaining_percentage"] == 66
     assert round(projection.remaining_pct(occupancy, last["context_window_size"])) == 61
+    # What the budget measured and the tool's version go with the reading, for the fleet's point of its key.
+    reading = status_reading(parse_status_input(lines[-1]), ClaudeCodeProfile(), NOW)
+    assert reading is not None
+    assert (reading.context_tokens, reading.context_window, reading.tool_version) == (
+        occupancy,
+        last["context_window_size"],
+        "2.1.328",
+    )
 
 
 def test_codex_shows_room_in_the_window_above_its_baseline_as_its_footer_does() -> None:

@@ -25,4 +25,6 @@ export const conversations = (cursor, signal) =>
 export const project = (id, signal) => getJson(`/api/v1/projects/${segment(id)}`, signal);
 export const threadBudget = (id, signal) => getJson(`/api/v1/threads/${segment(id)}/context-budget`, signal);
 export const threadTimeline = (id, signal) => getJson(`/api/v1/threads/${segment(id)}/timeline`, signal);
+export const threadCompactionPoint = (id, signal) =>
+  getJson(`/api/v1/compaction-points?thread_id=${segment(id)}`, signal);
 export const relayAnalytics = (days, signal) => getJson(`/api/v1/analytics/relay?days=${days}`, signal);

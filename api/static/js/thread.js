@@ -1,7 +1,8 @@
 // Thread detail (spec 6.3): percent and level, expected compaction with its forecast band, the last compaction and
 // what triggered it, the wrap-up checklist (spec 8.3), the handoff package, and what the context is made of (seed
 // 000 5.3: one bar per section of the latest manifest, against the window, as estimates), and the budget over time
-// with its compactions, master actions and packages marked (issue 37: the view analytics_thread_timeline).
+// with its compactions, master actions and packages marked (issue 37: the view analytics_thread_timeline); beside the
+// level, where the thread's tool compacts automatically and whether the fleet learnt it (docs/compaction-points.md).
 import * as api from "./api.js";
 import { facts, h, textList } from "./dom.js";
 import { TRIGGER_MODES, ringPercent, time, tokens, words } from "./format.js";
@@ -14,7 +15,7 @@ export function threadView(main, threadId, context) {
   let projectId = null;
   let plot = null;
 
-  function render({ detail, timeline }) {
+  function render({ detail, timeline, points }) {
     plot?.destroy();
     plot = null;
     projectId = detail.project_id;
@@ -39,6 +40,7 @@ export function threadView(main, threadId, context) {
             {},
             h("p", { class: "big", "data-testid": "percent" }, `${percent}% left`),
             h("p", {}, "Level ", levelBadge(detail.context_budget_level)),
+            compactsAt(points),
             detail.stale ? h("p", { class: "stale-tag" }, "stale: the thread missed its report deadline") : null,
           ),
         ),
@@ -66,11 +68,12 @@ export function threadView(main, threadId, context) {
   const resource = liveResource({
     main,
     load: async (signal) => {
-      const [detail, timeline] = await Promise.all([
+      const [detail, timeline, points] = await Promise.all([
         api.threadBudget(threadId, signal),
         api.threadTimeline(threadId, signal),
+        api.threadCompactionPoint(threadId, signal),
       ]);
-      return { detail, timeline };
+      return { detail, timeline, points };
     },
     render,
     context,
@@ -173,6 +176,32 @@ function toolShows(detail, percent) {
         "compacts the thread automatically, which happens before the window is full, so the ring is usually lower. " +
         "A thread can reach 0% here while the tool still shows room.",
     ),
+  );
+}
+
+const thousands = (count) => `${Math.round(count / 1000)}k`;
+
+/** Where the thread's tool compacts automatically, which its level is measured against: the fleet's point, learnt
+ * from the compactions of every thread of its key (tool, version, model, window), with the evidence; else the tool's
+ * formula. */
+function compactsAt({ thread, points }) {
+  if (!thread?.compaction_point_tokens) return null;
+  const learnt = points.find((p) => p.point_key === thread.point_key && p.compaction_point_tokens != null);
+  if (!learnt) {
+    return h(
+      "p",
+      { class: "note", "data-testid": "compacts-at" },
+      `Auto-compacts at ${thousands(thread.compaction_point_tokens)} (the tool's formula: the fleet has not learnt ` +
+        "this tool, model and window yet)",
+    );
+  }
+  const moved = learnt.previous_point_tokens == null ? [] : [`; was ${thousands(learnt.previous_point_tokens)} until `, time(learnt.moved_at)];
+  return h(
+    "p",
+    { "data-testid": "compacts-at", title: learnt.point_key },
+    `Auto-compacts at ${thousands(learnt.compaction_point_tokens)}, learnt from ${learnt.compactions} compactions since `,
+    time(learnt.since),
+    ...moved,
   );
 }
 

@@ -84,6 +84,7 @@ ENDPOINTS = [
     # issue 37: the relay analytics the web page plots
     ("GET", "/api/v1/analytics/relay", None, READER, 200),
     ("GET", "/api/v1/threads/thread-abc/timeline", None, READER, 404),
+    ("GET", "/api/v1/compaction-points", None, READER, 200),  # issue 37: the fleet's learnt points
 ]
 CASES = [
     pytest.param(method, url, body, role, role in allowed, answer, id=f"{method} {url} as {role.value}")

@@ -33,6 +33,7 @@ READS = [
     ("POST", "/api/v1/master-actions/act-1/done"),
     ("GET", "/api/v1/handoff-packages/hp-1"),
     ("POST", "/api/v1/handoff-packages/hp-1/consume"),
+    ("GET", "/api/v1/compaction-points"),
 ]
 
 
@@ -145,6 +146,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "/api/v1/threads/{thread_id}/worker",
         "/api/v1/analytics/relay",
         "/api/v1/threads/{thread_id}/timeline",
+        "/api/v1/compaction-points",
     }
     report = document["paths"]["/api/v1/workers/{worker_id}/thread-context"]["post"]
     assert report["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkerReportRequest")

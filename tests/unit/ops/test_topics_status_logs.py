@@ -129,7 +129,7 @@ def test_status_reads_the_lag_of_the_topics_its_roles_read_and_a_sink_backlog_on
         "ctx.conversation-links",  # the routing runs in the engine's fold
         "ctx.task-importance",
     }
-    assert read("engine") == engine | {"ctx.policies", "ctx.alert-commands"}
+    assert read("engine") == engine | {"ctx.policies", "ctx.alert-commands", "ctx.compaction-points"}
     assert read("sinks") == {f"ctx.{route}" for route in ROUTES}
     assert read("engine,projection,aggregates,sinks") >= engine | {"ctx.conversations", "ctx.thread-state-by-project"}
     report = StatusReport("ctxbudget-engine", [], threads=3, stale_threads=0, sink_backlog=None)

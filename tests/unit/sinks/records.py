@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from core.engine_config import EngineConfig
-from core.profiles import ProfileSet
+from core.fleet_points import learn
+from core.profiles import CodexProfile, ProfileSet
 from schemas import (
     DEFAULT_POLICY,
     CompactionStarted,
@@ -17,6 +18,7 @@ from schemas import (
     ThreadContextSummary,
     ThresholdPolicy,
 )
+from schemas.compaction_points import CompactionPoint
 from schemas.events import CompactionFinished
 from schemas.projection import ThreadProjection
 from streams.engine.fold import ThreadSlot, apply_compaction_started, apply_handoff, apply_snapshot
@@ -82,7 +84,22 @@ def compaction(thread: str = "thread-a", project: str = "proj-1") -> CompactionF
         tokens_after=18_000,
         summary_token_count=2_500,
         handoff_ready=True,
+        context_window_tokens=258_400,
+        tool_version="0.169.0",
     )
+
+
+def compaction_point(model: str = "gpt-5-codex", project: str = "proj-1") -> CompactionPoint:
+    """The fleet's point of a Codex key after threshold compactions from one thread, as the real fold learns it."""
+    point = None
+    for minute, tokens in enumerate((231_000, 232_000, 230_500)):
+        finished = compaction(f"thread-{minute}", project).model_copy(
+            update={"event_id": f"cc-{minute}", "model": model, "model_profile": "codex", "tokens_before": tokens,
+                    "completed_at": at(60 * minute)}
+        )  # fmt: skip
+        point = learn(point, finished, CodexProfile().default_point(258_400)).point or point
+    assert point is not None
+    return point
 
 
 def projection(thread: str = "thread-a", project: str = "proj-1") -> ThreadProjection:

@@ -48,9 +48,9 @@ def test_every_column_a_sink_writes_is_created_by_a_migration(spec: TableSpec) -
 
 
 def test_a_field_added_to_a_stored_model_is_a_column_no_migration_has_created_yet() -> None:
-    widened = type("Widened", (ThreadContextSnapshot,), {"__annotations__": {"tool_version": str | None}})
+    widened = type("Widened", (ThreadContextSnapshot,), {"__annotations__": {"os_version": str | None}})
     spec = TableSpec(THREAD_CONTEXT_SNAPSHOTS.name, stored(widened, key="snapshot_id"))
-    assert unmigrated(spec) == {"tool_version"}
+    assert unmigrated(spec) == {"os_version"}
 
 
 def test_a_skipped_field_must_be_one_of_the_model() -> None:

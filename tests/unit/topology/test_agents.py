@@ -41,12 +41,15 @@ def test_acks_are_rekeyed_by_their_thread_and_bad_ones_dead_lettered(tmp_path: P
 @pytest.mark.parametrize(
     ("roles", "agents"),
     [
-        ("engine", {"load_policies", "route_alert_commands", "thread_engine"}),
-        ("projection", {"load_policies", "thread_projection"}),
-        ("aggregates", {"project_risk", "conversation_indicators"}),
+        ("engine", {"load_policies", "load_compaction_points", "route_alert_commands", "thread_engine"}),
+        ("projection", {"load_policies", "load_compaction_points", "thread_projection"}),
+        ("aggregates", {
+            "project_risk", "conversation_indicators", "route_compaction_samples", "learn_compaction_points",
+        }),
         ("engine,projection,aggregates,sinks", {
             "load_policies", "route_alert_commands", "thread_engine", "thread_projection", "project_risk",
-            "conversation_indicators",
+            "conversation_indicators", "load_compaction_points", "route_compaction_samples",
+            "learn_compaction_points",
         }),
     ],
 )  # fmt: skip

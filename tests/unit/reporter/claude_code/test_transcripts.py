@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.fleet_points import measured, no_points, point_key
 from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile
 from reporter.claude_code.transcripts import TranscriptTailer
 from reporter.readings import Identity, to_snapshot
 from schemas import SourceKind, TriggerMode
+from schemas.compaction_points import CompactionPoint
 from schemas.session_events import ToolResultAdded, UsageSample
 from schemas.state import SourceMark
 from tests.unit.reporter.conftest import FIXTURES
@@ -398,3 +400,42 @@ def test_transcript_and_status_line_readings_of_one_thread_are_on_one_scale(tmp_
         assert judge(snapshot, state) is Verdict.ACCEPT
         state.sources = record_mark(state.sources, snapshot)
     assert judge(to_snapshot(first, IDENTITY, DEFAULT_CODEX_VERSION), state) is Verdict.NOT_NEWER
+
+
+def test_the_fleets_point_takes_precedence_over_the_point_the_tailer_learnt(tmp_path: Path) -> None:
+    """The tailer's own point (176,000 from one threshold compaction) stands only until the fleet learns the key's:
+    the snapshot says the tokens the budget measured, its window and Claude Code's version, and the engine measures
+    them again against the fleet's point (`core.fleet_points.measured`)."""
+    version = {"version": "2.1.328"}
+    lines = [
+        _reply("a1", "01.000", 170_000, output=6_000) | version,
+        _boundary("b1", "02.000", 176_000) | version,
+        _summary("s1u", "02.100") | version,
+        _reply("a2", "03.000", 20_000) | version,
+    ]
+    _tail(tmp_path, lines)
+    tailer = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json", collect_events=True)
+    reading = tailer.poll()[-1]
+    samples = [e for e in tailer.take_events() if isinstance(e, UsageSample)]
+    assert [s.tool_version for s in samples] == ["2.1.328", "2.1.328"]
+    snapshot = to_snapshot(reading, IDENTITY, DEFAULT_CODEX_VERSION)
+    assert (snapshot.context_tokens, snapshot.context_window_tokens, snapshot.tool_version) == (
+        20_200,
+        200_000,
+        "2.1.328",
+    )
+    assert snapshot.context_budget_remaining_pct == (176_000 - 20_200) / 176_000 * 100  # the tailer's point
+    assert measured(snapshot, no_points) == snapshot
+    key = point_key("claude-code", "2.1.x", "claude-sonnet-4-5", 200_000)
+    fleet = CompactionPoint(
+        point_key=key,
+        agent_tool="claude-code",
+        tool_version="2.1.x",
+        model="claude-sonnet-4-5",
+        context_window_tokens=200_000,
+        default_point_tokens=DEFAULT_POINT,
+        compaction_point_tokens=150_000,
+        updated_at=datetime(2026, 12, 4, 10, tzinfo=UTC),
+    )
+    remeasured = measured(snapshot, {key: fleet}.get)
+    assert remeasured.context_budget_remaining_pct == (150_000 - 20_200) / 150_000 * 100

@@ -6,10 +6,12 @@ from pathlib import Path
 
 from core.profiles import DEFAULT_CODEX_VERSION
 from reporter.codex.rollouts import RolloutTailer
-from reporter.readings import Reading
+from reporter.readings import Identity, Reading, to_snapshot
 from schemas import SourceKind
+from schemas.session_events import UsageSample
 from tests.unit.reporter.conftest import ROLLOUT_FILE, ROLLOUT_THREAD
 
+IDENTITY = Identity(node_id="node-1", worker_id="worker-1", project_id="proj-1")
 EXPECTED = [(81.0, 0), (11.0, 0), (11.0, 1), (93.0, 1), (64.0, 1)]
 """The fixture grows, compacts (the `compacted` record, counted once), recomputes, grows again (reasoning tokens
 counted, as current Codex versions count them)."""
@@ -126,3 +128,21 @@ def test_the_compaction_reading_says_its_usage_is_from_before_the_compaction(tmp
         (93.0, 1, False),
         (64.0, 1, False),
     ]
+
+
+def test_a_rollouts_samples_and_snapshots_say_codexs_version_and_what_its_budget_measured(tmp_path: Path) -> None:
+    """The fleet learns Codex's point per `cli_version` family, and the engine measures a snapshot that says its
+    tokens and window against it."""
+    (tmp_path / ROLLOUT_FILE.name).write_bytes(ROLLOUT_FILE.read_bytes())
+    tailer = RolloutTailer(tmp_path, tmp_path / "state.json", collect_events=True)
+    readings = tailer.poll()
+    samples = [e for e in tailer.take_events() if isinstance(e, UsageSample)]
+    assert samples
+    assert {s.tool_version for s in samples} == {"0.46.0"}
+    snapshot = to_snapshot(readings[1], IDENTITY, DEFAULT_CODEX_VERSION)
+    assert (snapshot.context_tokens, snapshot.context_window_tokens, snapshot.tool_version) == (
+        232_000,
+        258_400,
+        "0.46.0",
+    )
+    assert snapshot.context_budget_remaining_pct == DEFAULT_CODEX_VERSION.remaining_pct(232_000, 258_400)
