@@ -4,6 +4,7 @@ unrelated thread of the same key, in another project, turns critical against it 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from pathlib import Path
 
@@ -52,8 +53,14 @@ async def test_a_point_learnt_from_one_thread_moves_an_unrelated_threads_level(
                 what="4 samples",
             )
 
-            await produce(settings, _events([other.usage(126_000, 20)]))
-            await outputs.wait_for(lambda o: level("thread-b") == "critical", within=60, what="critical by the fleet")
+            # The engine reads the points through a global table, which may trail the topic by a moment: a reading
+            # taken before it holds the new point is measured against the old one, so readings go on until one is not.
+            for minute in range(20, 80, 3):
+                await produce(settings, _events([other.usage(126_000, minute)]))
+                with contextlib.suppress(AssertionError):
+                    await outputs.wait_for(lambda o: level("thread-b") == "critical", within=3)
+                    break
+            assert level("thread-b") == "critical", "critical by the fleet"
             [moved] = moves()
             assert (moved["project_id"], moved["point_key"], moved["compaction_point_tokens"]) == (
                 "proj-1",
