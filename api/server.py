@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import resource
 from collections.abc import AsyncIterator, Callable, Generator
 
@@ -140,6 +141,9 @@ async def serve(
     base URL once it is bound (with port 0, the port picked)."""
     api = api or ApiSettings()
     async with running(create_app(settings, clickhouse, api), api.host, api.port) as url:
+        # What startup built (modules, schemas, the app, chdb's bindings) lives as long as the process: moved out of
+        # the collector's reach, the full collections that requests' garbage triggers no longer walk all of it.
+        gc.freeze()
         if announce is not None:
             announce(url)
         await asyncio.Event().wait()
