@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
@@ -32,13 +33,16 @@ RETRY_MILLISECONDS = 2_000
 
 @dataclass(frozen=True)
 class Delivery:
-    """One client event, decoded and re-encoded once for every subscriber."""
+    """One client event, decoded and encoded once for every subscriber: `body` is its frame without the `id:` line,
+    `frame` the whole frame with the id of `after` (the shared reader's positions once past it), which every client
+    sent all it may see up to this event shares."""
 
     partition: int
     offset: int
     project_id: str
-    event_type: str
-    data: bytes
+    body: bytes
+    after: Mapping[int, int] | None = None
+    frame: bytes = b""
 
 
 def to_delivery(record: ConsumerRecord) -> Delivery | None:
@@ -48,21 +52,32 @@ def to_delivery(record: ConsumerRecord) -> Delivery | None:
     except DecodeError as error:
         log.warning("skipping invalid client event at %s:%s: %s", record.partition, record.offset, error)
         return None
-    return Delivery(record.partition, record.offset, event.project_id, event.event_type.value, utc_json(event))
+    body = b"event: %s\ndata: %s\n\n" % (event.event_type.value.encode(), utc_json(event))
+    return Delivery(record.partition, record.offset, event.project_id, body)
+
+
+class Signal(enum.Enum):
+    END = "end"
+    """Wakes a waiting stream to end it."""
+    HEARTBEAT = "heartbeat"
+    """The stream has written nothing for a heartbeat period."""
 
 
 class Subscription:
     def __init__(self, principal: Principal, queue_size: int) -> None:
         self.principal = principal
-        self.queue: asyncio.Queue[Delivery | None] = asyncio.Queue(queue_size)
-        """Deliveries in order; None wakes a waiting stream to end it."""
+        self.queue: asyncio.Queue[Delivery | Signal] = asyncio.Queue(queue_size)
+        """Deliveries in order, and signals."""
         self.dropped = asyncio.Event()
+        self.written_at = 0.0
+        """The loop's time of the stream's last write."""
+        self._heartbeat: asyncio.TimerHandle | None = None
 
     def end(self) -> None:
         """End the stream now (the server is stopping): the client reconnects with Last-Event-ID."""
         self.dropped.set()
         with contextlib.suppress(asyncio.QueueFull):  # a full queue has no stream waiting on it
-            self.queue.put_nowait(None)
+            self.queue.put_nowait(Signal.END)
 
     def offer(self, delivery: Delivery) -> None:
         if self.dropped.is_set() or not self.principal.sees(delivery.project_id):
@@ -71,6 +86,22 @@ class Subscription:
             self.queue.put_nowait(delivery)
         except asyncio.QueueFull:
             self.dropped.set()
+
+    def keep_alive(self, seconds: float) -> None:
+        """Queue a heartbeat whenever the stream has written nothing for `seconds`, until `stop_heartbeats`. One timer
+        per quiet period: a timeout around every wait armed and cancelled a timer per event and client, the largest
+        cost of a fan-out to many clients."""
+        loop = asyncio.get_running_loop()
+        quiet = loop.time() - self.written_at
+        if quiet >= seconds:
+            with contextlib.suppress(asyncio.QueueFull):  # a full queue is a stream with plenty to write
+                self.queue.put_nowait(Signal.HEARTBEAT)
+            quiet = 0.0
+        self._heartbeat = loop.call_later(seconds - quiet, self.keep_alive, seconds)
+
+    def stop_heartbeats(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
 
 
 class Broadcaster:
@@ -121,11 +152,13 @@ class Broadcaster:
         """Offer records to every subscriber and advance `positions`, synchronously, so a subscribe sees either all
         of a record's effects or none."""
         for record in records:
+            self.positions[record.partition] = record.offset + 1
             delivery = to_delivery(record)
             if delivery is not None:
+                after = dict(self.positions)
+                shared = replace(delivery, after=after, frame=frame(delivery, encode_event_id(after)))
                 for subscription in self._subscribers:
-                    subscription.offer(delivery)
-            self.positions[record.partition] = record.offset + 1
+                    subscription.offer(shared)
 
     async def _run(self, consumer: AIOKafkaConsumer) -> None:
         while True:
@@ -152,7 +185,7 @@ class Broadcaster:
 
 
 def frame(delivery: Delivery, event_id: str) -> bytes:
-    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), delivery.event_type.encode(), delivery.data)
+    return b"id: %s\n%s" % (event_id.encode(), delivery.body)
 
 
 def heartbeat(event_id: str) -> bytes:
@@ -174,22 +207,25 @@ async def event_stream(
                     sent[delivery.partition] = delivery.offset + 1
                     yield frame(delivery, encode_event_id(sent))
             sent = dict(live)  # everything below `live` was read: sent, or not this client's
+        loop = asyncio.get_running_loop()
+        subscription.written_at = loop.time()
+        subscription.keep_alive(heartbeat_seconds)
         while not subscription.dropped.is_set():
-            try:
-                async with asyncio.timeout(heartbeat_seconds):  # no task per wait, unlike wait_for
-                    delivery = await subscription.queue.get()
-            except TimeoutError:
-                yield heartbeat(encode_event_id(sent))
-                continue
+            item = await subscription.queue.get()
             frames = []
-            while delivery is not None:  # what queued up meanwhile goes out in the same write
-                sent[delivery.partition] = delivery.offset + 1
-                frames.append(frame(delivery, encode_event_id(sent)))
+            while isinstance(item, Delivery):  # what queued up meanwhile goes out in the same write
+                sent[item.partition] = item.offset + 1
+                shared = sent == item.after  # sent all up to here (it sees every project, or all was its own)
+                frames.append(item.frame if shared else frame(item, encode_event_id(sent)))
                 try:
-                    delivery = subscription.queue.get_nowait()
+                    item = subscription.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
+            subscription.written_at = loop.time()
             if frames:
                 yield b"".join(frames)
+            elif item is Signal.HEARTBEAT:
+                yield heartbeat(encode_event_id(sent))
     finally:
+        subscription.stop_heartbeats()
         broadcaster.unsubscribe(subscription)

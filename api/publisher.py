@@ -19,6 +19,11 @@ STOP_FLUSH_SECONDS = 3.0
 """How long a stop waits for records still unacknowledged. Each was answered 503 (or its request is gone), so its
 caller sends it again; waiting longer only keeps a Ctrl-C from stopping the API while the broker is away."""
 
+BATCH_BYTES = 256 * 1024
+"""The records one partition's batch may hold. aiokafka keeps one produce request in flight per broker, so a batch
+that fills (its default 16 KiB: about a dozen reports) makes every later report wait a whole round trip more; this
+holds the reports of hundreds of concurrent requests, well under the topics' `max.message.bytes`."""
+
 
 class KafkaUnavailable(RuntimeError):
     """Kafka did not acknowledge the record: it may or may not be written, so the caller must retry."""
@@ -36,6 +41,7 @@ class KafkaPublisher:
             enable_idempotence=True,
             acks="all",
             linger_ms=2,  # a few ms of batching lets concurrent requests share one produce round trip
+            max_batch_size=BATCH_BYTES,
             request_timeout_ms=int(timeout_seconds * 1000),
         )
 

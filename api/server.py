@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import resource
 from collections.abc import AsyncIterator, Callable, Generator
 
@@ -24,6 +25,9 @@ when the connection cap is sized from the descriptor limit."""
 MIN_CONNECTIONS = 64
 FD_CEILING = 1 << 20
 """The soft descriptor limit asked for when the hard one is unlimited."""
+OPEN_MAX = 10_240
+"""macOS's most descriptors per process (its default soft limit is 256, which would cap the API at 64 connections):
+asked for when the system refuses the hard limit."""
 KEEP_ALIVE_SECONDS = 5
 """An idle keep-alive connection is closed after this."""
 HEADER_TIMEOUT_SECONDS = 10.0
@@ -77,12 +81,18 @@ def connection_cap(soft_fd_limit: int) -> int:
 
 def raised_fd_limit() -> int:
     """The soft RLIMIT_NOFILE raised to the hard one where the system allows it (a fixed 1,024 cap refused a
-    1,000-client SSE run, and ~1,000 idle sockets made the API answer 503 to everyone); the soft limit in force."""
+    1,000-client SSE run, and ~1,000 idle sockets made the API answer 503 to everyone), else to OPEN_MAX; the soft
+    limit in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = FD_CEILING if hard == resource.RLIM_INFINITY else hard
-    if wanted > soft:
-        with contextlib.suppress(ValueError, OSError):  # e.g. macOS refuses more than its OPEN_MAX: keep the soft one
+    ceiling = FD_CEILING if hard == resource.RLIM_INFINITY else hard
+    for wanted in (ceiling, min(ceiling, OPEN_MAX)):
+        if wanted <= soft:
+            break
+        try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            break
+        except (ValueError, OSError):  # e.g. macOS: an unlimited hard limit, yet no soft one above its OPEN_MAX
+            continue
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
@@ -140,6 +150,9 @@ async def serve(
     base URL once it is bound (with port 0, the port picked)."""
     api = api or ApiSettings()
     async with running(create_app(settings, clickhouse, api), api.host, api.port) as url:
+        # What startup built (modules, schemas, the app, chdb's bindings) lives as long as the process: moved out of
+        # the collector's reach, the full collections that requests' garbage triggers no longer walk all of it.
+        gc.freeze()
         if announce is not None:
             announce(url)
         await asyncio.Event().wait()

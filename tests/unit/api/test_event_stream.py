@@ -87,6 +87,32 @@ async def test_events_queued_while_a_client_waits_go_out_in_one_write() -> None:
     await stream.aclose()
 
 
+async def test_clients_sent_every_event_so_far_share_one_encoded_frame() -> None:
+    hub = broadcaster()
+    streams = [event_stream(hub, OPS, None, heartbeat_seconds=60) for _ in range(3)]
+    for stream in streams:
+        await frames(stream, 1)
+    hub.fan_out([client_event("proj-a", 0, 0)])
+    chunks = [await anext(stream) for stream in streams]
+    assert chunks[0] is chunks[1] is chunks[2]  # encoded once, not once per client
+    assert parse(chunks[0])["id"] == "0:1,1:0"
+    for stream in streams:
+        await stream.aclose()
+
+
+async def test_a_busy_stream_sends_no_heartbeat_and_an_idle_one_does_again() -> None:
+    hub = broadcaster()
+    stream = event_stream(hub, OPS, None, heartbeat_seconds=0.05)
+    await frames(stream, 1)
+    for offset in range(5):  # a write every 20 ms: never quiet for a whole heartbeat period
+        hub.fan_out([client_event("proj-a", 0, offset)])
+        assert not (await asyncio.wait_for(anext(stream), 1)).startswith(b": heartbeat")
+        await asyncio.sleep(0.02)
+    beats = [await asyncio.wait_for(anext(stream), 1) for _ in range(2)]
+    assert all(beat.startswith(b": heartbeat\n") and parse(beat)["id"] == "0:5,1:0" for beat in beats)
+    await stream.aclose()
+
+
 async def test_ending_the_streams_ends_a_waiting_stream_at_once_and_unsubscribes_it() -> None:
     hub = broadcaster()
     stream = event_stream(hub, OPS, None, heartbeat_seconds=60)

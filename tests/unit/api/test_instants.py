@@ -37,4 +37,5 @@ def test_instants_inside_nested_records_and_lists_move_to_utc_too() -> None:
 def test_sse_events_carry_utc_instants() -> None:
     delivery = to_delivery(raw_record(0, 0, encode_record(EVENT), b"p"))
     assert delivery is not None
-    assert orjson.loads(delivery.data)["occurred_at"] == "2026-03-25T07:56:00Z"
+    data = delivery.body.split(b"\ndata: ")[1]
+    assert orjson.loads(data)["occurred_at"] == "2026-03-25T07:56:00Z"

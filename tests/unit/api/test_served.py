@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import time
 
 import httpx
 import pytest
 
-from api.server import connection_cap, raised_fd_limit, running
+from api import server
+from api.server import OPEN_MAX, connection_cap, raised_fd_limit, running
 from api.settings import ApiSettings
 from api.tokens import Role
 from tests.unit.api.fakes import RecordingPublisher, bearer, make_app
@@ -104,6 +106,29 @@ async def test_a_thousand_idle_connections_leave_the_api_answering(tmp_path) -> 
         finally:
             for writer in idle:
                 writer.close()
+
+
+class RefusingLimits:
+    """`resource` as macOS has it by default: soft 256, hard unlimited, no soft limit above OPEN_MAX."""
+
+    RLIMIT_NOFILE, RLIM_INFINITY = resource.RLIMIT_NOFILE, resource.RLIM_INFINITY
+
+    def __init__(self) -> None:
+        self.soft = 256
+
+    def getrlimit(self, which: int) -> tuple[int, int]:
+        return self.soft, self.RLIM_INFINITY
+
+    def setrlimit(self, which: int, limits: tuple[int, int]) -> None:
+        if limits[0] > OPEN_MAX:
+            raise ValueError("current limit exceeds maximum limit")
+        self.soft = limits[0]
+
+
+def test_the_descriptor_limit_is_raised_to_open_max_where_the_hard_limit_is_refused(monkeypatch) -> None:
+    monkeypatch.setattr(server, "resource", RefusingLimits())
+    assert raised_fd_limit() == OPEN_MAX
+    assert connection_cap(OPEN_MAX) > IDLE_SOCKETS  # room for 1,000 SSE clients with the system's defaults
 
 
 IDLE_SOCKETS = 1_100
