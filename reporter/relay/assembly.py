@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,15 +62,13 @@ def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str | None
 def save_pending_patch(cwd: Path, directory: Path, thread_id: str) -> Path | None:
     """The uncommitted work (tracked changes and new files) as one diff file under `directory`; None when clean.
 
-    New files are diffed through a temporary index, so the user's own index is never touched."""
+    New files are diffed through a temporary index and object store, so the user's index and objects are never
+    touched."""
     if not (view := git_view(cwd)) or not view.changed_files:
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    index = directory / f".{_safe(thread_id)}.index"
-    try:
-        patch = _diff_with_temporary_index(cwd, index)
-    finally:
-        index.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{_safe(thread_id)}-", dir=directory) as scratch:
+        patch = _diff_with_temporary_index(cwd, Path(scratch))
     if not patch:
         return None
     path = directory / f"{_safe(thread_id)}-{hashlib.sha256(patch.encode()).hexdigest()[:12]}.diff"
@@ -77,8 +76,19 @@ def save_pending_patch(cwd: Path, directory: Path, thread_id: str) -> Path | Non
     return path
 
 
-def _diff_with_temporary_index(cwd: Path, index: Path) -> str | None:
-    env = {"GIT_INDEX_FILE": str(index)}
+def _diff_with_temporary_index(cwd: Path, scratch: Path) -> str | None:
+    """The diff of the work tree against HEAD through an index and an object store of our own under `scratch`: the
+    blobs `git add` writes go there (the repository's objects are only read, as an alternate), so nothing lands in the
+    user's repository, not even unreachable objects."""
+    objects = _git(cwd, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+    if objects is None:
+        return None
+    (scratch / "objects").mkdir()  # git refuses an object directory that does not exist
+    env = {
+        "GIT_INDEX_FILE": str(scratch / "index"),
+        "GIT_OBJECT_DIRECTORY": str(scratch / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects.strip(),
+    }
     head = _git(cwd, "rev-parse", "--verify", "-q", "HEAD") is not None
     if _git(cwd, "read-tree", "HEAD" if head else "--empty", env=env) is None:
         return None

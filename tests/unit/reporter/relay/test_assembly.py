@@ -72,6 +72,8 @@ def test_the_package_carries_files_commits_and_a_patch_the_next_thread_can_apply
     assert facts.pending_patch is not None
     assert facts.pending_patch.parent == tmp_path / "patches"
     assert git(repo, "status", "--porcelain") == " M a.py\n?? new.txt\n"  # the user's index is untouched
+    assert git(repo, "fsck", "--unreachable", "--no-reflogs") == ""  # nor its object store
+    assert list((tmp_path / "patches").iterdir()) == [facts.pending_patch]  # no scratch left beside the patch
 
     package = _package(facts, AGENT)
     assert package.package_status is PackageStatus.DRAFT
