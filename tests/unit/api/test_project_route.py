@@ -36,7 +36,12 @@ PROJECT_ROW = {
     "new_subtask_thread_ids": ["thread-a"],
     "active_thread_contexts": orjson.dumps([_thread("thread-a"), _thread("thread-b")]).decode(),
 }
-REPORTED = {"thread_id": "thread-a", "agent_tool": "claude-code", "model": "claude-opus-4-5", "shown_remaining_pct": 74.5}
+REPORTED = {
+    "thread_id": "thread-a",
+    "agent_tool": "claude-code",
+    "model": "claude-opus-4-5",
+    "shown_remaining_pct": 74.5,
+}
 
 
 @dataclass
