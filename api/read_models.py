@@ -8,7 +8,13 @@ import orjson
 
 from api.cursor import SortKey
 from api.reads import action_items
-from api.views import THREAD_DETAIL_FROM_REPORT, THREAD_DETAIL_FROM_STATE, ThreadContextDetail
+from api.views import (
+    THREAD_DETAIL_FROM_REPORT,
+    THREAD_DETAIL_FROM_STATE,
+    ProjectContextView,
+    ProjectThreadContext,
+    ThreadContextDetail,
+)
 from schemas import CompactionFinished, ContextBudgetIndicator, ConversationItem, ProjectDetail
 from sinks.queries import Row
 from sinks.tables import CONVERSATION_INDICATORS, PROJECT_CONTEXT_RISK
@@ -40,6 +46,17 @@ def project_detail(row: Row) -> ProjectDetail:
     body = {name: row[name] for name in PROJECT_DETAIL_COPIED}
     body["active_thread_contexts"] = orjson.Fragment(row["active_thread_contexts"] or "[]")
     return ProjectDetail.model_validate_json(orjson.dumps(body))
+
+
+def project_view(detail: ProjectDetail, tools: dict[str, Row]) -> ProjectContextView:
+    """The project's view with each thread's agent tool, name, model and shown percent, from `tools` (by thread):
+    the engine's view knows the budget only."""
+    shown = {thread_id: {name: row[name] for name in THREAD_DETAIL_FROM_REPORT} for thread_id, row in tools.items()}
+    threads = [
+        ProjectThreadContext(**thread.model_dump(), **shown.get(thread.thread_id, {}))
+        for thread in detail.active_thread_contexts
+    ]
+    return ProjectContextView(**{**detail.model_dump(), "active_thread_contexts": threads})
 
 
 def thread_detail(

@@ -66,13 +66,13 @@ def compactions(client: Client, thread_id: str, recent: int) -> tuple[int, list[
     return int(count.result_rows[0][0]), query_rows(client, sql, **parameters)
 
 
-def agent_tool_view(client: Client, thread_id: str) -> Row | None:
-    """What the thread's latest report from its agent tool says (`THREAD_DETAIL_FROM_REPORT`): the tool's name, model
-    and the percent it displays (the projection's own estimates, also snapshots, know none of them)."""
+def agent_tools(client: Client, thread_ids: Collection[str]) -> dict[str, Row]:
+    """What each thread's latest report from its agent tool says (`THREAD_DETAIL_FROM_REPORT`), by thread: the
+    tool's name, model and the percent it displays (the projection's own estimates, also snapshots, know none of
+    them). A thread without such a report is missing."""
     sql = (
-        f"SELECT {', '.join(THREAD_DETAIL_FROM_REPORT)} FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
-        " WHERE thread_id = {id:String} AND shown_remaining_pct IS NOT NULL"
-        " ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1"
+        f"SELECT thread_id, {', '.join(THREAD_DETAIL_FROM_REPORT)} FROM {THREAD_CONTEXT_SNAPSHOTS.name}"
+        " WHERE thread_id IN {ids:Array(String)} AND shown_remaining_pct IS NOT NULL"
+        " ORDER BY captured_at DESC, snapshot_version DESC LIMIT 1 BY thread_id"
     )
-    rows = query_rows(client, sql, id=thread_id)
-    return rows[0] if rows else None
+    return {row["thread_id"]: row for row in query_rows(client, sql, ids=sorted(thread_ids))} if thread_ids else {}

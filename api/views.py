@@ -14,8 +14,10 @@ from schemas import (
     MasterAction,
     MasterActionItem,
     PackageStatus,
+    ProjectDetail,
     ThreadContextBudget,
     ThreadContextSnapshot,
+    ThreadContextSummary,
 )
 from schemas.base import Count, Id, IdList, Name, Percent, Record, ShortText
 from schemas.views import Importance
@@ -39,7 +41,19 @@ class CompactionHistory(Record):
     )
 
 
-class ThreadContextDetail(ThreadContextBudget):
+class AgentToolShown(Record):
+    """What a thread's latest report from its agent tool says: read from the snapshots (`api.reads.agent_tools`)."""
+
+    agent_tool: Name | None = Field(default=None, description="The agent tool the thread runs, from its latest report.")
+    model: Name | None = Field(default=None, description="Its model, from its latest report.")
+    shown_remaining_pct: Percent | None = Field(
+        default=None,
+        description="The percent the agent tool itself displays (of its window), from its latest report: not the "
+        "budget, which is the room before the tool's automatic compaction.",
+    )
+
+
+class ThreadContextDetail(AgentToolShown, ThreadContextBudget):
     """`GET /api/v1/threads/{thread_id}/context-budget` (spec 6.3) with the manifest and compaction history."""
 
     open_master_actions: Annotated[list[MasterActionItem], Field(max_length=len(MasterAction))] = Field(
@@ -51,19 +65,22 @@ class ThreadContextDetail(ThreadContextBudget):
         default=None, description="The latest package the engine demoted or rejected, while that verdict is current."
     )
     handoff_decision_reason: str = Field(default="", description="Why the engine demoted or rejected it.")
-    agent_tool: Name | None = Field(default=None, description="The agent tool the thread runs, from its latest report.")
-    model: Name | None = Field(default=None, description="Its model, from its latest report.")
-    shown_remaining_pct: Percent | None = Field(
-        default=None,
-        description="The percent the agent tool itself displays (of its window), from its latest report: not the "
-        "budget, which is the room before the tool's automatic compaction.",
-    )
     futile_relay_reason: ShortText = Field(
         default="",
         description="Why relaying this thread's work again would be futile (its relay started above the watch "
         "threshold's use, or the same work was relayed moments ago); empty when a relay may help. The master does "
         "not relay such a thread, and the page should show this beside the handoff status.",
     )
+
+
+class ProjectThreadContext(AgentToolShown, ThreadContextSummary):
+    """A thread of `GET /api/v1/projects/{project_id}`, with what its agent tool shows (as its own detail has)."""
+
+
+class ProjectContextView(ProjectDetail):
+    """`GET /api/v1/projects/{project_id}` (spec 6.2): its threads with their agent tools."""
+
+    active_thread_contexts: Annotated[list[ProjectThreadContext], Field(max_length=10_000)]
 
 
 class RelayLimitsShown(Record):
@@ -106,7 +123,7 @@ THREAD_DETAIL_FROM_REPORT = tuple(
     if name in ThreadContextSnapshot.model_fields and name not in ThreadContextBudget.model_fields
 )
 """The detail's fields a report (snapshot) has beyond the budget: read from the thread's latest report that says what
-the agent tool shows (`api.reads.agent_tool_view`), so a snapshot field added to the detail reaches the page from
+the agent tool shows (`api.reads.agent_tools`), so a snapshot field added to the detail reaches the page from
 its column in thread_context_snapshots (`sinks.tables`), with no list to extend."""
 THREAD_DETAIL_BUILT = frozenset(
     {

@@ -50,5 +50,7 @@ class AgentTool:
     """(user scope, home, project, environment) -> the file that holds the tool's hooks."""
     after_install: Callable[[Path, bool], str] | None = None
     """(hooks config, --trust) -> what was done after our hooks were written, for a tool that asks more (trust)."""
+    before_uninstall: Callable[[Path], str] | None = None
+    """(hooks config) -> what was undone of `after_install`, run while our hooks are still in the file."""
     streams: tuple[str, ...] = ()
     """Other `--from` values its package reads, each wired by the `report` command (Codex's app-server)."""

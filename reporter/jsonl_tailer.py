@@ -24,7 +24,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from stat import S_ISREG
@@ -134,6 +134,11 @@ class JsonlTailer(Generic[S]):
 
     def reading_of(self, state: S) -> Reading | None:
         raise NotImplementedError
+
+    def derived(self, reading: Reading | None) -> Reading | None:
+        """The reading, marked `events_derived` when the tailer says the thread's compactions itself (so the reporter
+        does not say them a second time)."""
+        return replace(reading, events_derived=True) if reading is not None and self.collect_events else reading
 
     def observed(self, result: LineResult[S]) -> None:
         """A line was read (a subclass may learn from it)."""

@@ -8,6 +8,7 @@ again for each call, so a token `run` replaces on restart is picked up without r
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Annotated
@@ -41,6 +42,8 @@ def mcp(
     if token is None and not path.is_file():
         typer.echo(f"error: no token: {path} does not exist and {TOKEN_ENV} is not set", err=True)
         raise typer.Exit(2)
+    # The MCP SDK logs at INFO on stderr, where the HTTP client would add a line for every tool call.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     anyio.run(_serve, url, token, path)
 
 

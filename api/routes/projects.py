@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
+from api import reads
 from api.deps import Context, Reader, not_found, path_id
-from api.read_models import project_detail
+from api.read_models import project_detail, project_view
 from api.relay_schedule import project_schedule
 from api.responses import errors, record_response
-from api.views import RelaySchedule
+from api.views import ProjectContextView, RelaySchedule
 from schemas import ProjectDetail
 from sinks.queries import project_risk
 
@@ -21,10 +22,14 @@ router = APIRouter(tags=["bff"])
 ProjectId = Annotated[str, path_id("The project.")]
 
 
-@router.get("/api/v1/projects/{project_id}", response_model=ProjectDetail, responses=errors(401, 403, 404, 422))
+@router.get("/api/v1/projects/{project_id}", response_model=ProjectContextView, responses=errors(401, 403, 404, 422))
 async def get_project(project_id: ProjectId, context: Context, caller: Reader) -> Response:
-    """Roles: user, operator (within the token's projects)."""
-    return record_response(await _project(context, caller.sees(project_id), project_id))
+    """Roles: user, operator (within the token's projects). Each thread also carries what its agent tool shows
+    (`agent_tool`, `model`, `shown_remaining_pct`), as its own context budget does."""
+    detail = await _project(context, caller.sees(project_id), project_id)
+    ids = [thread.thread_id for thread in detail.active_thread_contexts]
+    tools = await run_in_threadpool(reads.agent_tools, context.clickhouse, ids)
+    return record_response(project_view(detail, tools))
 
 
 @router.get(

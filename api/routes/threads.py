@@ -47,7 +47,7 @@ def _thread_detail(context: Context, caller: Principal, thread_id: str) -> Threa
     if row is None or not caller.sees(row["project_id"]) or not reports_thread(caller, row["worker_id"]):
         return None
     count, recent = reads.compactions(client, thread_id, MAX_RECENT_COMPACTIONS)
-    tool = reads.agent_tool_view(client, thread_id)
+    tool = reads.agent_tools(client, [thread_id]).get(thread_id)
     detail = thread_detail(row, row.get("wrap_up_checklist") or None, count, recent, tool)
     policy = context.kafka.policies.policy(row["project_id"])
     futile = thread_futile_reason(client, row, policy, context.api.relay_limits)

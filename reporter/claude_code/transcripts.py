@@ -9,7 +9,9 @@ Facts used (REFERENCES.md, and the real transcripts under tests/data/claude_code
 - A record Claude Code wrote itself (`model: "<synthetic>"`, `isApiErrorMessage: true`, e.g. "Prompt is too long")
   carries zero usage: it measures nothing and is no usage source; a compaction right after it is reactive.
 - A compaction is a `system` record with subtype `compact_boundary` and `compactMetadata {trigger, preTokens}`; usage
-  written before it is stale, so the compaction is counted at once but reported with the next reply's usage.
+  written before it is stale: the compaction is counted at once, and its reading says the usage is stale
+  (`Reading.usage_stale`), so the reporter stops re-sending the reading of before (its occupancy is gone) until the
+  next reply's usage.
 - Every other record type (`progress`, `summary`, `file-history-snapshot`, `queue-operation`, `attachment`,
   `api-request*`, other system subtypes, future ones) is skipped quietly.
 
@@ -90,8 +92,9 @@ class TranscriptState(FileState):
     tool_version: str | None = None
     """Claude Code's `version`, which every record carries."""
     used_tokens: int | None = None
-    """Prompt tokens of the last reply (input + cache creation + cache read): None while nothing was measured, or
-    since a compaction until the next reply."""
+    """Prompt tokens of the last reply (input + cache creation + cache read): None while nothing was measured."""
+    usage_stale: bool = False
+    """A compaction came after the last reply: its usage is no longer the context's, until the next reply."""
     cache_read_tokens: int = 0
     output_tokens: int = 0
     reply_key: str | None = None
@@ -133,6 +136,7 @@ class TranscriptState(FileState):
             context_window=window,
             compaction_count=self.compaction_count,
             last_compaction_at=self.last_compaction_at,
+            usage_stale=self.usage_stale,
             agent_tool=AGENT_TOOL,
             model=self.model,
             budget_pct=profile.remaining_pct(occupancy, window, self.model),
@@ -194,15 +198,18 @@ def parse_transcript_line(
             facts |= {
                 "compaction_count": state.compaction_count + 1,
                 "last_compaction_at": at,
-                "used_tokens": None,  # stale until the next reply
+                "usage_stale": True,  # until the next reply
                 "reply_key": None,
+                "last_position": position_at(at, state.last_position),
+                "last_observed_at": at,
                 "compaction_mode": mode,
                 "compaction_pre_tokens": pre if type(pre) is int else None,
                 "compaction_started_at": started,
             }
             state = replaced(state, facts)
             learned = pre if meta.get("trigger") == "auto" and type(pre) is int else None
-            return JsonlLineResult(state, None, learned, (boundary_event(record, _thread(state), started, mode),))
+            events = (boundary_event(record, _thread(state), started, mode),)
+            return JsonlLineResult(state, state.reading(profile), learned, events)
         if kind == "assistant":
             return _assistant(state, record, facts, profile)
         if kind == "user":
@@ -258,6 +265,7 @@ def _assistant(
         "last_position": position_at(at, state.last_position),
         "last_observed_at": at,
         "after_api_error": False,
+        "usage_stale": False,
     }
     if isinstance(model, str) and model:
         facts["model"] = model
@@ -373,13 +381,14 @@ class TranscriptTailer(JsonlTailer[TranscriptState]):
         return TranscriptState(inode=inode, session_id=path.stem)
 
     def parse_line(self, state: TranscriptState, line: bytes, end_offset: int) -> LineResult:
-        return parse_transcript_line(state, line, end_offset, self.profile, self.skipped)
+        result = parse_transcript_line(state, line, end_offset, self.profile, self.skipped)
+        return result if result.reading is None else replace(result, reading=self.derived(result.reading))
 
     def thread_of(self, state: TranscriptState) -> str | None:
         return state.session_id
 
     def reading_of(self, state: TranscriptState) -> Reading | None:
-        return state.reading(self.profile)
+        return self.derived(state.reading(self.profile))
 
     def observed(self, result: LineResult) -> None:
         if result.automatic_compaction_at is not None:

@@ -306,16 +306,13 @@ class RolloutTailer(JsonlTailer[RolloutFileState]):
 
     def parse_line(self, state: RolloutFileState, line: bytes, end_offset: int) -> LineResult:
         result = parse_rollout_line(state, line, end_offset, self.skipped)
-        if result.reading is None or not self.collect_events:
-            return result
-        return replace(result, reading=replace(result.reading, events_derived=True))
+        return result if result.reading is None else replace(result, reading=self.derived(result.reading))
 
     def thread_of(self, state: RolloutFileState) -> str | None:
         return state.thread_id
 
     def reading_of(self, state: RolloutFileState) -> Reading | None:
-        reading = state.reading()
-        return replace(reading, events_derived=True) if reading is not None and self.collect_events else reading
+        return self.derived(state.reading())
 
     def save(self) -> None:
         """Save the read positions atomically."""

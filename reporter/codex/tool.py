@@ -35,11 +35,17 @@ def trust_hooks(hooks_file: Path, trusted: bool) -> str:
     return f"trusted {trust.trust(hooks_file, config, only=ours)} ctxbudget hooks in {config}"
 
 
+def untrust_hooks(hooks_file: Path) -> str:
+    config = codex_home() / "config.toml"
+    return f"removed the trust of {trust.untrust(hooks_file, config, only=ours)} ctxbudget hooks from {config}"
+
+
 TOOL = AgentTool(
     name="codex",
     profile=CodexProfile.name,
     files=FileSource("codex-rollouts", codex_home() / "sessions", "rollouts.json", _tailer),
     hooks_config=hooks_config,
     after_install=trust_hooks,
+    before_uninstall=untrust_hooks,
     streams=(APP_SERVER_SOURCE,),
 )

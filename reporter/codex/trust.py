@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,12 @@ def trust_entries(hooks_file: Path, only: Callable[[str], bool] | None = None) -
     return entries
 
 
-def trusted_config(config: str, entries: dict[str, str]) -> str:
-    """`config` (config.toml's text) with a `[hooks.state."<key>"]` table per entry: an existing table of the same key
-    is replaced, everything else kept. Pure."""
-    headers = {f"[hooks.state.{json.dumps(key)}]": value for key, value in entries.items()}
+def _header(key: str) -> str:
+    return f"[hooks.state.{json.dumps(key)}]"
+
+
+def _without_tables(config: str, headers: Collection[str]) -> list[str]:
+    """config.toml's lines without the tables of `headers`, nor blank lines at its end."""
     kept: list[str] = []
     dropping = False
     for line in config.splitlines():
@@ -73,8 +75,25 @@ def trusted_config(config: str, entries: dict[str, str]) -> str:
             kept.append(line)
     while kept and not kept[-1].strip():
         kept.pop()
+    return kept
+
+
+def trusted_config(config: str, entries: dict[str, str]) -> str:
+    """`config` (config.toml's text) with a `[hooks.state."<key>"]` table per entry: an existing table of the same key
+    is replaced, everything else kept. Pure."""
+    headers = {_header(key): value for key, value in entries.items()}
+    kept = _without_tables(config, headers)
     tables = [f"{header}\ntrusted_hash = {json.dumps(value)}" for header, value in headers.items()]
     return "\n".join([*kept, *([""] if kept else []), *tables]) + "\n"
+
+
+def untrusted_config(config: str, keys: Collection[str]) -> str:
+    """`config` without the `[hooks.state."<key>"]` tables of `keys`; the very same text when it has none. Pure."""
+    headers = {_header(key) for key in keys}
+    if not any(line.strip() in headers for line in config.splitlines()):
+        return config
+    kept = _without_tables(config, headers)
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 def trust(hooks_file: Path, config_file: Path, only: Callable[[str], bool] | None = None) -> int:
@@ -85,3 +104,15 @@ def trust(hooks_file: Path, config_file: Path, only: Callable[[str], bool] | Non
     if updated != current:
         write_atomically(config_file, updated.encode())
     return len(entries)
+
+
+def untrust(hooks_file: Path, config_file: Path, only: Callable[[str], bool] | None = None) -> int:
+    """Take the trust of the hooks `only` accepts out of config.toml, while they are still in `hooks_file` (a key
+    names a hook's place there); returns how many trusts were removed."""
+    current = config_file.read_text() if config_file.exists() else ""
+    keys = trust_entries(hooks_file, only).keys()
+    updated = untrusted_config(current, keys)
+    if updated != current:
+        write_atomically(config_file, updated.encode())
+    present = {line.strip() for line in current.splitlines()}
+    return sum(_header(key) in present for key in keys)

@@ -25,6 +25,7 @@ from tests.browser.scenario import (
     World,
     indicator_changed,
     minute,
+    project_view,
     risk_changed,
 )
 from tests.integration.test_api import produce, store
@@ -76,6 +77,27 @@ async def test_the_home_list_is_pinned_then_latest_with_grey_rings_and_none_on_g
     await page.reload()  # the token is kept for the tab
     await expect(rows).to_have_count(len(world.conversations))
     await expect(page.get_by_label("Bearer token")).to_have_count(0)
+
+
+async def test_the_home_links_to_each_project_of_the_token_even_without_conversations(
+    live_api: LiveApi, world: World, tab: BrowserContext, clickhouse: Any
+) -> None:
+    """Real workers' threads belong to no conversation: their project is reached from the home all the same."""
+    solo = f"proj-workers-{world.tag}"
+    threads = [f"thread-{name}-solo-{world.tag}" for name in ("crit", "watch", "quiet")]
+    store(clickhouse, world.tag, "project-risk", [project_view(solo, threads)])
+    page = await signed_in(tab, live_api.url, user_token(solo))
+    await expect(page.get_by_text("No conversations are visible to this token.")).to_be_visible()
+
+    link = page.get_by_role("list", name="Projects").get_by_role("link")
+    await expect(link).to_have_count(1)
+    await expect(link).to_contain_text(solo)
+    await expect(link).to_contain_text("3 active threads")
+    await expect(link).to_contain_text("1 requiring a handoff")
+    await expect(link).to_contain_text(f"next compaction risk {threads[0]}")
+    await link.click()
+    await expect(page).to_have_url(f"{live_api.url}/#/projects/{solo}")
+    await expect(page.get_by_role("heading", level=1)).to_have_text(f"Project {solo}")
 
 
 async def test_a_new_indicator_redraws_the_ring_within_seconds_without_reloading(

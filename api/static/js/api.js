@@ -22,6 +22,7 @@ const segment = encodeURIComponent;
 
 export const conversations = (cursor, signal) =>
   getJson(`/api/v1/conversations?limit=${PAGE_SIZE}${cursor ? `&cursor=${segment(cursor)}` : ""}`, signal);
+export const projects = (signal) => getJson("/api/v1/projects", signal);
 export const project = (id, signal) => getJson(`/api/v1/projects/${segment(id)}`, signal);
 export const threadBudget = (id, signal) => getJson(`/api/v1/threads/${segment(id)}/context-budget`, signal);
 export const threadTimeline = (id, signal) => getJson(`/api/v1/threads/${segment(id)}/timeline`, signal);

@@ -1,6 +1,7 @@
 // Home (spec 6.1, 7.1-7.3): the conversation list, pinned first then the latest reply (the API's order), each
 // single-device and master-agent conversation with its ring, group conversations without one. Indicator events
-// redraw a ring in place.
+// redraw a ring in place. Below it, the projects the token sees, each linking to its page: real workers' threads
+// belong to no conversation (a chat front end registers those), so this is how their fleet is reached.
 import * as api from "./api.js";
 import { h } from "./dom.js";
 import { CONVERSATION_TYPES, older, time } from "./format.js";
@@ -8,6 +9,7 @@ import { liveResource } from "./resource.js";
 import { ring } from "./ring.js";
 
 const INDICATOR_UPDATED = "conversation.context_indicator.updated";
+const RISK_UPDATED = "project.context_risk.updated";
 
 export function homeView(main, _params, context) {
   context.title("Conversations");
@@ -18,7 +20,7 @@ export function homeView(main, _params, context) {
   // which the sink fills a moment after the event, so a load that began after an event may still predate it.
   const latest = new Map(); // conversation_id -> event data
 
-  async function load(signal) {
+  async function conversations(signal) {
     const wanted = Math.max(rows.size, 1);
     const items = [];
     let cursor = null;
@@ -30,7 +32,12 @@ export function homeView(main, _params, context) {
     return { items, cursor };
   }
 
-  function render({ items, cursor }) {
+  async function load(signal) {
+    const [listed, projects] = await Promise.all([conversations(signal), api.projects(signal)]);
+    return { ...listed, projects: projects.items };
+  }
+
+  function render({ items, cursor, projects }) {
     rows.clear();
     nextCursor = cursor;
     const list = h("ol", { class: "conversations", "aria-label": "Conversations" });
@@ -39,6 +46,10 @@ export function homeView(main, _params, context) {
       h("h1", { tabindex: -1 }, "Conversations"),
       items.length ? list : h("p", { class: "muted" }, "No conversations are visible to this token."),
       moreButton(list) ?? "",
+      h("h2", {}, "Projects"),
+      projects.length
+        ? h("ul", { class: "projects", "aria-label": "Projects" }, ...projects.map(projectRow))
+        : h("p", { class: "muted" }, "No projects are visible to this token."),
     );
     for (const update of latest.values()) if (rows.has(update.conversation_id)) apply(update);
   }
@@ -103,6 +114,7 @@ export function homeView(main, _params, context) {
   const resource = liveResource({ main, load, render, context, what: "conversation list" });
   return {
     onEvent(event) {
+      if (event.type === RISK_UPDATED) resource.changed();
       if (event.type !== INDICATOR_UPDATED) return;
       const seen = latest.get(event.data.conversation_id);
       if (!seen || !older(event.data.context_budget_updated_at, seen.context_budget_updated_at)) {
@@ -113,6 +125,34 @@ export function homeView(main, _params, context) {
     resync: resource.changed,
     dispose: resource.dispose,
   };
+}
+
+/** A project with its active threads and the risk the engine ranks: a link to its page. */
+function projectRow(item) {
+  const threads = Object.values(item.threads_per_level).reduce((sum, count) => sum + count, 0);
+  const handoffs = item.threads_requiring_handoff_count;
+  return h(
+    "li",
+    { "data-project-id": item.project_id },
+    h(
+      "a",
+      { class: "conversation", href: `#/projects/${encodeURIComponent(item.project_id)}` },
+      h(
+        "span",
+        { class: "conversation-text" },
+        h("span", { class: "conversation-title" }, item.project_id),
+        h(
+          "span",
+          { class: "conversation-meta" },
+          h("span", {}, `${threads} active ${threads === 1 ? "thread" : "threads"}`),
+          handoffs ? h("span", {}, `${handoffs} requiring a handoff`) : null,
+          item.next_compaction_risk_thread_id
+            ? h("span", {}, "next compaction risk ", item.next_compaction_risk_thread_id)
+            : null,
+        ),
+      ),
+    ),
+  );
 }
 
 /** The ring for a conversation, or null: groups never have one (spec 7.2), whatever the indicator says. */

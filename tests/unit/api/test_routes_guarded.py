@@ -161,7 +161,7 @@ def test_the_openapi_document_describes_every_route_and_the_validated_bodies(cli
         "WorkerReportResponse",
         "HandoffPackage",
         "ConversationPage",
-        "ProjectDetail",
+        "ProjectContextView",  # the spec's ProjectDetail with each thread's agent tool
     } <= set(schemas)
     assert schemas["WorkerReportRequest"]["properties"]["source_kind"]["$ref"].endswith("/SourceKind")
     assert "HTTPBearer" in document["components"]["securitySchemes"]

@@ -3,13 +3,14 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from core.fleet_points import measured, no_points, point_key
 from core.profiles import DEFAULT_CODEX_VERSION, ClaudeCodeProfile
+from reporter.cadence import Cadence
 from reporter.claude_code.transcripts import TranscriptTailer
-from reporter.readings import Identity, to_snapshot
+from reporter.readings import Identity, reading_level, to_snapshot
 from schemas import SourceKind, TriggerMode
 from schemas.compaction_points import CompactionPoint
 from schemas.session_events import ToolResultAdded, UsageSample
@@ -33,7 +34,7 @@ def _project(tmp_path: Path, source: Path, session: str) -> Path:
     return projects
 
 
-def test_each_reply_counts_once_and_usage_before_the_boundary_is_not_reported_after_it(tmp_path: Path) -> None:
+def test_each_reply_counts_once_and_usage_before_the_boundary_is_stale_after_it(tmp_path: Path) -> None:
     tailer = TranscriptTailer(_project(tmp_path, AUTO, AUTO_SESSION), tmp_path / "state.json")
     readings = tailer.poll()
     # Six replies (each written as two records, whose output count grows), the boundary, then two replies after it.
@@ -47,12 +48,14 @@ def test_each_reply_counts_once_and_usage_before_the_boundary_is_not_reported_af
         (153_827, 153_832),
         (154_980, 154_981),
         (154_980, 155_317),
+        (154_980, 155_317),  # the boundary: the compaction counted, the usage of before it stale
         (34_667, 34_670),
         (34_667, 34_935),
         (35_316, 35_317),
         (35_316, 35_505),
     ]
-    assert [r.compaction_count for r in readings] == [0] * 8 + [1] * 4
+    assert [r.compaction_count for r in readings] == [0] * 8 + [1] * 5
+    assert [r.usage_stale for r in readings] == [False] * 8 + [True] + [False] * 4
     assert readings[-1].last_compaction_at == datetime(2025, 12, 12, 14, 31, 13, 441000, tzinfo=UTC)
     assert {(r.thread_id, r.source_kind, r.agent_tool, r.model) for r in readings} == {
         (AUTO_SESSION, SourceKind.WORKER_ESTIMATOR, "claude-code", MODEL)
@@ -75,8 +78,8 @@ def test_the_profile_learns_the_point_of_an_automatic_compaction(tmp_path: Path)
     assert readings[0].budget_pct == (DEFAULT_POINT - 151_065) / DEFAULT_POINT * 100
     assert tailer.profile.compaction_point(200_000, MODEL) == 155_317
     assert tailer.profile.compaction_point(200_000, "claude-sonnet-4-5") == DEFAULT_POINT  # another model's point
-    assert readings[8].budget_pct == (155_317 - 34_670) / 155_317 * 100
-    assert readings[8].shown_pct == (200_000 - 34_667) / 200_000 * 100
+    assert readings[9].budget_pct == (155_317 - 34_670) / 155_317 * 100
+    assert readings[9].shown_pct == (200_000 - 34_667) / 200_000 * 100
     tailer.commit()
     again = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json")
     assert again.profile.compaction_point(200_000, MODEL) == 155_317
@@ -85,7 +88,11 @@ def test_the_profile_learns_the_point_of_an_automatic_compaction(tmp_path: Path)
 def test_a_manual_compaction_counts_but_teaches_nothing(tmp_path: Path) -> None:
     tailer = TranscriptTailer(_project(tmp_path, MANUAL, "ae4a77f8"), tmp_path / "state.json")
     readings = tailer.poll()
-    assert [(r.last_usage.total_tokens, r.compaction_count) for r in readings] == [(141_788, 0), (45_272, 1)]
+    assert [(r.last_usage.total_tokens, r.compaction_count, r.usage_stale) for r in readings] == [
+        (141_788, 0, False),
+        (141_788, 1, True),
+        (45_272, 1, False),
+    ]
     assert tailer.profile.learned.samples == {}
     assert tailer.skipped.counts == {}  # progress, file-history-snapshot, stop_hook_summary, turn_duration
 
@@ -114,8 +121,9 @@ def test_resume_reads_every_line_once_and_waits_for_a_partial_line(tmp_path: Pat
         handle.write(data[cut:])
     again = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json")
     seen += again.poll()
-    assert [r.last_usage.total_tokens for r in seen][-5:] == [155_317, 34_670, 34_935, 35_317, 35_505]
-    assert len(seen) == 12
+    assert [r.last_usage.total_tokens for r in seen][-6:] == [155_317, 155_317, 34_670, 34_935, 35_317, 35_505]
+    assert [r.usage_stale for r in seen][-6:] == [False, True, False, False, False, False]
+    assert len(seen) == 13
     assert [r.position for r in again.restored()] == [seen[-1].position]
 
 
@@ -288,6 +296,33 @@ def test_a_2_1_328_threshold_compaction_teaches_its_model_and_window(tmp_path: P
     assert [r.last_usage.total_tokens for r in before] == [148_200, 164_200, 180_200]  # prompt + the 200 output
     assert before[1].budget_pct == (DEFAULT_POINT - 164_200) / DEFAULT_POINT * 100
     assert tailer.profile.compaction_point(200_000, "claude-sonnet-4-5") == 180_270
+
+
+def test_after_a_2_1_328_compaction_the_reading_of_before_is_not_sent_again(tmp_path: Path) -> None:
+    """The last reading before the compaction was critical: re-sent at the level's interval after the compaction, it
+    presented the occupancy the compaction had just emptied as current, until the next reply."""
+    lines = REAL_2_1_328.read_bytes().splitlines(keepends=True)
+    assert b'"isCompactSummary":true' in lines[19]
+    assert b'"type":"assistant"' in lines[20]
+    projects = tmp_path / "projects" / "p"
+    projects.mkdir(parents=True)
+    path = projects / f"{REAL_SESSION}.jsonl"
+    path.write_bytes(b"".join(lines[:20]))  # through the boundary and the summary: no reply since
+    tailer = TranscriptTailer(tmp_path / "projects", tmp_path / "state.json", collect_events=True)
+    cadence, now = Cadence(), datetime(2026, 12, 4, 16, 37, 51, tzinfo=UTC)
+    readings = tailer.poll()
+    for reading in readings:
+        cadence.observe(reading, reading_level(reading, DEFAULT_CODEX_VERSION), now)
+    assert (readings[-1].compaction_count, readings[-1].usage_stale, readings[-1].events_derived) == (1, True, True)
+    assert cadence.due(now) == []
+    assert cadence.due(now + timedelta(minutes=1)) == []  # no re-send of 180,200 tokens as the current occupancy
+
+    with path.open("ab") as handle:
+        handle.write(lines[20])  # the first reply after the compaction
+    (reading,) = tailer.poll()
+    cadence.observe(reading, reading_level(reading, DEFAULT_CODEX_VERSION), now)
+    (sent,) = cadence.due(now)
+    assert (sent.reading.last_usage.total_tokens, sent.reading.compaction_count, sent.resend) == (36_200, 1, 0)
 
 
 def _line(kind: str, uid: str, at: str, **fields: object) -> dict[str, object]:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from ctxbudget.cli import app
 from reporter.hook_command import hook_command, ours
-from reporter.hooks.install import MATCHERS, Scope, config_path, merged
+from reporter.hooks.install import MATCHERS, Scope, config_path, merged, without_ours
 from reporter.tools import Tool
 
 USER_HOOKS = {
@@ -105,5 +105,54 @@ def test_a_config_not_in_the_tools_shape_is_refused_untouched(tmp_path: Path) ->
     for text in ('{"hooks": {"Stop": "notify"}}', "{not json", '{"hooks": []}'):
         path.write_text(text)
         result = CliRunner().invoke(app, ["hooks", "install", "--tool", "claude"], env={"HOME": str(tmp_path / "home")})
+        assert result.exit_code == 2
+        assert path.read_text() == text
+
+
+def _uninstall(tmp_path: Path, *args: str) -> str:
+    env = {"HOME": str(tmp_path / "home"), "CODEX_HOME": ""}
+    result = CliRunner().invoke(app, ["hooks", "uninstall", *args], env=env)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_uninstall_takes_out_exactly_what_install_added_and_again_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    original = json.dumps(USER_HOOKS, indent=2) + "\n"
+    path.write_text(original)
+    _install(tmp_path, "--tool", "claude")
+    assert path.read_text() != original
+    assert _uninstall(tmp_path, "--tool", "claude").startswith(f"removed ctxbudget hooks from {path}")
+    assert path.read_text() == original  # the user's hooks, groups and keys as they were
+    assert _uninstall(tmp_path, "--tool", "claude").startswith(f"no ctxbudget hooks in {path}")
+    assert path.read_text() == original
+
+
+def test_uninstall_keeps_a_users_handler_sharing_a_group_with_ours_and_drops_what_only_we_added(
+    tmp_path: Path,
+) -> None:
+    ours_command = "/opt/bin/ctxbudget hook --tool claude"
+    shared = {
+        "hooks": [{"type": "command", "command": "notify-send done"}, {"type": "command", "command": ours_command}]
+    }
+    settings = {"hooks": {"Stop": [shared], "PreToolUse": "not ours to judge"}}
+    assert without_ours(settings) == {
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+            "PreToolUse": settings["hooks"]["PreToolUse"],
+        }
+    }
+    assert without_ours(merged({"model": "opus"}, ours_command)) == {"model": "opus"}
+    assert without_ours({"model": "opus"}) == {"model": "opus"}
+
+
+def test_uninstall_refuses_a_config_not_in_the_tools_shape_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    for text in ('{"hooks": {"Stop": "notify"}}', "{not json", '{"hooks": []}'):
+        path.write_text(text)
+        env = {"HOME": str(tmp_path / "home")}
+        result = CliRunner().invoke(app, ["hooks", "uninstall", "--tool", "claude"], env=env)
         assert result.exit_code == 2
         assert path.read_text() == text
