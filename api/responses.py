@@ -6,7 +6,7 @@ One rule for every instant the API returns (reads, SSE, write answers): RFC 3339
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from fastapi import Response
@@ -15,20 +15,25 @@ from pydantic import BaseModel
 from schemas.codec import encode_record
 
 M = TypeVar("M", bound=BaseModel)
+ZERO = timedelta(0)
 
 
 def in_utc(record: M) -> M:
-    """The record with every instant in it (nested records and lists too) moved to UTC."""
-    return record.model_copy(update={name: _utc(value) for name, value in record})
+    """The record with every instant in it (nested records and lists too) moved to UTC; `record` itself when every
+    instant already is (most answers: copying each one cost more than encoding it)."""
+    update = {name: moved for name, value in record if (moved := _utc(value)) is not value}
+    return record.model_copy(update=update) if update else record
 
 
 def _utc(value: Any) -> Any:
+    """`value` with its instants in UTC; the same object when they already are (an offset of zero encodes as `Z`)."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC)
+        return value if value.utcoffset() == ZERO else value.astimezone(UTC)
     if isinstance(value, BaseModel):
         return in_utc(value)
     if isinstance(value, list | tuple):
-        return type(value)(_utc(item) for item in value)
+        items = [_utc(item) for item in value]
+        return value if all(new is old for new, old in zip(items, value, strict=True)) else type(value)(items)
     return value
 
 

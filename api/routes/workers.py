@@ -10,13 +10,15 @@ from fastapi.exceptions import RequestValidationError
 
 from api.bodies import decode_body, json_body_openapi, read_body
 from api.deps import Context, Reporter, path_id, refuse_takeover, refuse_worker_takeover
+from api.direct_route import DirectRoute
 from api.reports import IDEMPOTENCY_KEY, SNAPSHOT_VERSION, InvalidIdentity, report_answer, snapshot_of
 from api.responses import errors, record_response
 from core.records import snapshot_record
 from schemas import WorkerReportRequest, WorkerReportResponse
 from schemas.admission import captured_at_refusal
 
-router = APIRouter(tags=["workers"])
+# Served without FastAPI's per-request dependency solving: the hot path of every worker (api/direct_route.py).
+router = APIRouter(tags=["workers"], route_class=DirectRoute)
 
 
 @router.post(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 
 from api.events import to_delivery
-from api.responses import utc_json
+from api.responses import in_utc, utc_json
 from api.views import CompactionHistory
 from schemas import ThreadHandoffRequired
 from schemas.codec import encode_record
@@ -39,3 +39,14 @@ def test_sse_events_carry_utc_instants() -> None:
     assert delivery is not None
     data = delivery.body.split(b"\ndata: ")[1]
     assert orjson.loads(data)["occurred_at"] == "2026-03-25T07:56:00Z"
+
+
+def test_a_record_whose_instants_are_all_in_utc_is_encoded_as_it_is_and_only_the_others_are_copied() -> None:
+    in_utc_already = EVENT.model_copy(update={"occurred_at": LOCAL.astimezone(UTC)})
+    assert in_utc(in_utc_already) is in_utc_already
+    finished = compaction("t", "p")
+    local = finished.model_copy(update={"completed_at": finished.completed_at.astimezone(BEIJING)})
+    moved = in_utc(CompactionHistory(compaction_count=2, recent=[finished, local]))
+    assert moved.recent[0] is finished
+    assert moved.recent[1].completed_at.utcoffset() == timedelta(0)
+    assert moved.recent[1].completed_at == local.completed_at
