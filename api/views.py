@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from core.relay_schedule import RelayVerdict
 from schemas import (
@@ -73,14 +73,27 @@ class ThreadContextDetail(AgentToolShown, ThreadContextBudget):
     )
 
 
-class ProjectThreadContext(AgentToolShown, ThreadContextSummary):
-    """A thread of `GET /api/v1/projects/{project_id}`, with what its agent tool shows (as its own detail has)."""
+def _beside(name: str, doc: str, *models: type[Record], **fields: Any) -> type[Record]:
+    """A record with the fields of `models` in order, then `fields` (which may redeclare one of theirs).
+
+    Not a subclass: the stream's records (ThreadContextSummary, ProjectDetail) must keep no subclass, or the codec's
+    fast path no longer writes them, nor the engine's slot that holds them (schemas.codec.plain_model)."""
+    declared = {n: (f.annotation, f) for model in models for n, f in model.model_fields.items()}
+    return create_model(name, __base__=Record, __doc__=doc, __module__=__name__, **{**declared, **fields})
 
 
-class ProjectContextView(ProjectDetail):
-    """`GET /api/v1/projects/{project_id}` (spec 6.2): its threads with their agent tools."""
-
-    active_thread_contexts: Annotated[list[ProjectThreadContext], Field(max_length=10_000)]
+ProjectThreadContext = _beside(
+    "ProjectThreadContext",
+    "A thread of `GET /api/v1/projects/{project_id}`, with what its agent tool shows (as its own detail has).",
+    ThreadContextSummary,
+    AgentToolShown,
+)
+ProjectContextView = _beside(
+    "ProjectContextView",
+    "`GET /api/v1/projects/{project_id}` (spec 6.2): its threads with their agent tools.",
+    ProjectDetail,
+    active_thread_contexts=(Annotated[list[ProjectThreadContext], Field(max_length=10_000)], ...),  # type: ignore[valid-type]
+)
 
 
 class RelayLimitsShown(Record):
