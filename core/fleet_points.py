@@ -172,9 +172,9 @@ def thread_key(tool: str, version: str | None, model: str | None, window: int) -
     return point_key(tool, version_family(version), model or "", window)
 
 
-def learned_point(points: PointLookup, tool: str, version: str | None, model: str | None, window: int) -> int | None:
+def learned_point(points: PointLookup, key: str) -> int | None:
     """Where a thread of the key compacts, as the fleet learned it; None: the formula's stands."""
-    point = points(thread_key(tool, version, model, window))
+    point = points(key)
     return None if point is None else point.compaction_point_tokens
 
 
@@ -187,7 +187,7 @@ def measured(
     profile = profiles.profiles.get(tool or "")
     if tool is None or tokens is None or window is None or profile is None:
         return snapshot
-    point = learned_point(points, tool, snapshot.tool_version, snapshot.model, window)
+    point = learned_point(points, thread_key(tool, snapshot.tool_version, snapshot.model, window))
     if point is None:
         return snapshot
     pct = profile.remaining_pct(tokens, window, point=point)

@@ -80,7 +80,7 @@ def remaining_pct(reading: Reading, profile: CodexProfile) -> float:
     """The snapshot's budget: room before the tool's auto-compaction (not the percent the tool displays)."""
     if reading.budget_pct is not None:
         return reading.budget_pct
-    return profile.remaining_pct(profile.tokens_in_context_window(reading.last_usage), reading.context_window)
+    return profile.remaining_pct(context_tokens(reading, profile), reading.context_window)
 
 
 def context_tokens(reading: Reading, profile: CodexProfile) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from core.fleet_points import PointLookup, no_points, thread_key
+from core.fleet_points import PointLookup, learned_point, no_points, thread_key
 from core.levels import classify_level
 from core.profiles import ModelProfile, ProfileSet, window_tokens
 from schemas import DEFAULT_POLICY, ThresholdPolicy, TriggerMode
@@ -117,8 +117,7 @@ def budget_reading(
     window = thread_window(state, profile)
     version = state.sample.tool_version if state.sample else None
     key = thread_key(profile.name, version, model, window)
-    learned = points(key)
-    point = learned.compaction_point_tokens if learned else None
+    point = learned_point(points, key)
     point = profile.compaction_point(window) if point is None else point
     used = state.projected_tokens
     pct = profile.remaining_pct(used, window, point=point)
